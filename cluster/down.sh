@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Stop the local cluster started by cluster/up.sh and delete its state (certs, etcd data,
+# logs, kubeconfig): the next up.sh starts a fresh cluster. Exits 0 when nothing runs.
+set -euo pipefail
+# shellcheck source=common.sh
+source "$(dirname "$0")/common.sh"
+
+grace="${INFERSCALE_CLUSTER_STOP_TIMEOUT:-15}"
+
+# Stop in reverse start order (clients before the apiserver, the apiserver before etcd), so
+# nothing logs errors about a backend that vanished first. Pids from the pid files, plus
+# any of our components without one (e.g. a pid file lost to an interrupted up.sh).
+stop_pids=()
+for ((i = ${#components[@]} - 1; i >= 0; i--)); do
+  c="${components[i]}"
+  if component_alive "$c"; then stop_pids+=("$(cat "$pids/$c.pid")"); fi
+done
+for pid in $(cluster_pids); do
+  [[ " ${stop_pids[*]} " == *" $pid "* ]] || stop_pids+=("$pid")
+done
+
+if ((${#stop_pids[@]})); then
+  echo "stopping cluster processes: ${stop_pids[*]}"
+  for pid in "${stop_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  deadline=$((SECONDS + grace))
+  for pid in "${stop_pids[@]}"; do
+    while is_ours "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
+    if is_ours "$pid"; then
+      echo "pid $pid did not stop within ${grace}s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  # SIGKILL is asynchronous: make sure the ports are released before a new up.sh.
+  for pid in "${stop_pids[@]}"; do
+    while [[ -e /proc/$pid ]] && is_ours "$pid"; do sleep 0.1; done
+  done
+else
+  echo "no cluster processes running"
+fi
+
+# Remove only what up.sh creates, never the whole directory blindly: INFERSCALE_CLUSTER_DIR
+# might point somewhere that holds other files.
+if [[ -d $state ]]; then
+  rm -rf "$certs" "$logs" "$pids" "$state/etcd" "$state/config" "$state/bin" "$kubeconfig" \
+    "$state/apiserver" "$state/kube-controller-manager" "$state/kube-scheduler"
+  rmdir "$state" 2>/dev/null || true
+  echo "removed cluster state in $state"
+fi

@@ -1,0 +1,10 @@
+# Source me (`. cluster/env.sh`, POSIX sh too) to use the local cluster of cluster/up.sh:
+# KUBECONFIG points at its admin kubeconfig, and its bin dir (kubectl of the pinned
+# Kubernetes version) comes first on PATH. Safe to source more than once.
+_inferscale_state="${INFERSCALE_CLUSTER_DIR:-$HOME/.cache/inferscale/cluster}"
+export KUBECONFIG="$_inferscale_state/kubeconfig"
+case ":$PATH:" in
+  *":$_inferscale_state/bin:"*) ;;
+  *) export PATH="$_inferscale_state/bin:$PATH" ;;
+esac
+unset _inferscale_state

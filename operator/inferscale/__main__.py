@@ -1,0 +1,5 @@
+import sys
+
+from inferscale.cli import main
+
+sys.exit(main())

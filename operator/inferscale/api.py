@@ -1,0 +1,409 @@
+"""The InferenceService API: pydantic models of its spec and status.
+
+These models are the one source of truth: the CRD's OpenAPI schema in `crds/` is
+generated from them (`inferscale crd generate`), and the operator validates every object
+with them before acting. They do no I/O and import nothing else of ours.
+
+Field names are camelCase on the wire (Kubernetes convention) and snake_case in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+GROUP = "inferscale.io"
+VERSION = "v1alpha1"
+KIND = "InferenceService"
+PLURAL = "inferenceservices"
+SINGULAR = "inferenceservice"
+# KServe owns `isvc`; ours must not clash with it.
+SHORT_NAMES = ["infsvc"]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class Engine(StrEnum):
+    VLLM = "vllm"
+    TGI = "tgi"
+
+
+# Images pinned per engine (overridable with spec.image). Bump deliberately: engine flags
+# and metric names are checked against these versions.
+DEFAULT_IMAGES: dict[Engine, str] = {
+    Engine.VLLM: "vllm/vllm-openai:v0.11.0",
+    Engine.TGI: "ghcr.io/huggingface/text-generation-inference:3.3.4",
+}
+
+# Flags that the spec (or, where None, the operator itself) owns. Passing them through
+# extraArgs would silently override the pinned batch ceiling or the wiring the operator
+# relies on, so they are refused.
+RESERVED_ARGS: dict[Engine, dict[str, str | None]] = {
+    Engine.VLLM: {
+        "--max-num-seqs": "spec.maxConcurrency",
+        "--max-model-len": "spec.maxModelLen",
+        "--model": "spec.model.id",
+        "--revision": "spec.model.revision",
+        "--port": None,
+        "--tensor-parallel-size": "spec.gpusPerReplica",
+    },
+    Engine.TGI: {
+        "--max-concurrent-requests": "spec.maxConcurrency",
+        "--max-total-tokens": "spec.maxModelLen",
+        "--max-input-tokens": "spec.maxModelLen",
+        "--model-id": "spec.model.id",
+        "--revision": "spec.model.revision",
+        "--port": None,
+        "--num-shard": "spec.gpusPerReplica",
+    },
+}
+
+
+class Model(BaseModel):
+    """Shared configuration: camelCase on the wire, strict about unknown fields."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class SecretKeyRef(Model):
+    name: Annotated[
+        str, Field(min_length=1, max_length=253, description="Secret name, in the InferenceService's namespace.")
+    ]
+    key: Annotated[str, Field(min_length=1, description="Key within the Secret.")] = "token"
+
+
+class ModelSource(Model):
+    id: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=256,
+            description="Model to serve: a Hugging Face repository id (org/name) or a path inside the image.",
+            examples=["meta-llama/Llama-3.1-8B-Instruct"],
+        ),
+    ]
+    revision: Annotated[
+        str | None,
+        Field(default=None, description="Model revision (branch, tag or commit). Unset means the repository default."),
+    ] = None
+    token_secret_ref: Annotated[
+        SecretKeyRef | None,
+        Field(
+            default=None,
+            description="Secret holding a Hugging Face token, passed to the engine as HF_TOKEN. Never inlined.",
+        ),
+    ] = None
+
+
+class Toleration(Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class ReplicaBounds(Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.min <= self.max",
+                    "message": "spec.replicas.min must be less than or equal to spec.replicas.max",
+                }
+            ]
+        }
+    )
+
+    min: Annotated[
+        int, Field(ge=0, le=1000, description="Fewest replicas, also while idle. 0 allows scale to zero.")
+    ] = 1
+    max: Annotated[int, Field(ge=1, le=1000, description="Most replicas the operator may run.")] = 4
+
+    @model_validator(mode="after")
+    def _min_not_above_max(self) -> ReplicaBounds:
+        if self.min > self.max:
+            raise ValueError(
+                f"spec.replicas.min ({self.min}) must be less than or equal to spec.replicas.max "
+                f"({self.max}): raise max or lower min"
+            )
+        return self
+
+
+class ScaleUpBehavior(Model):
+    stabilization_seconds: Annotated[
+        int, Field(ge=0, le=3600, description="How long a higher recommendation must persist before scaling up.")
+    ] = 0
+    max_step_replicas: Annotated[int, Field(ge=1, le=100, description="Most replicas added in one step.")] = 4
+
+
+class ScaleDownBehavior(Model):
+    stabilization_seconds: Annotated[
+        int,
+        Field(ge=0, le=3600, description="Scale down only to the highest recommendation seen in this window."),
+    ] = 300
+    max_step_replicas: Annotated[int, Field(ge=1, le=100, description="Most replicas removed in one step.")] = 1
+
+
+# An object default of {} lets the API server fill in the nested defaults, so
+# `kubectl get -o yaml` shows the values in force.
+_OBJECT_DEFAULT: dict[str, Any] = {"default": {}}
+
+
+class ScalingTargets(Model):
+    ttft_p95_seconds: Annotated[
+        float,
+        Field(gt=0, le=600, description="SLO: p95 time to first token, in seconds. Breaching it scales up."),
+    ] = 1.0
+    queue_depth_per_replica: Annotated[
+        float,
+        Field(gt=0, le=10000, description="Target number of waiting requests per ready replica."),
+    ] = 4.0
+    gpu_utilization_percent: Annotated[
+        int,
+        Field(ge=1, le=100, description="Target GPU utilisation (DCGM), in percent. A secondary signal."),
+    ] = 80
+    scale_up: Annotated[
+        ScaleUpBehavior,
+        Field(
+            default_factory=ScaleUpBehavior, description="Scale-up behaviour: fast.", json_schema_extra=_OBJECT_DEFAULT
+        ),
+    ]
+    scale_down: Annotated[
+        ScaleDownBehavior,
+        Field(
+            default_factory=ScaleDownBehavior,
+            description="Scale-down behaviour: slow.",
+            json_schema_extra=_OBJECT_DEFAULT,
+        ),
+    ]
+
+
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+
+class InferenceServiceSpec(Model):
+    engine: Annotated[Engine, Field(description="Serving engine: vllm or tgi.")] = Engine.VLLM
+    model: Annotated[ModelSource, Field(description="What to serve.")]
+    image: Annotated[
+        str | None, Field(default=None, description="Engine image. Unset means the pinned default for the engine.")
+    ] = None
+    gpus_per_replica: Annotated[
+        int,
+        Field(ge=1, le=8, description="GPUs per replica (nvidia.com/gpu); the model is sharded across them."),
+    ] = 1
+    node_selector: Annotated[dict[str, str], Field(default_factory=dict, description="Node selector for engine pods.")]
+    tolerations: Annotated[list[Toleration], Field(default_factory=list, description="Tolerations for engine pods.")]
+    max_concurrency: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=4096,
+            description=(
+                "Per-replica concurrency ceiling, pinned at the replica's latency knee (vLLM --max-num-seqs, "
+                "TGI --max-concurrent-requests). The operator never raises it: capacity comes from replicas."
+            ),
+        ),
+    ] = 16
+    max_model_len: Annotated[
+        int,
+        Field(
+            ge=128,
+            le=1_048_576,
+            description="Longest prompt plus output, in tokens (vLLM --max-model-len, TGI --max-total-tokens).",
+        ),
+    ] = 8192
+    extra_args: Annotated[
+        list[str], Field(default_factory=list, description="Further engine arguments, appended verbatim.")
+    ]
+    shared_memory: Annotated[
+        str,
+        Field(pattern=_QUANTITY.pattern, description="Size of the /dev/shm volume (tensor-parallel workers share it)."),
+    ] = "8Gi"
+    replicas: Annotated[
+        ReplicaBounds,
+        Field(default_factory=ReplicaBounds, description="Replica bounds.", json_schema_extra=_OBJECT_DEFAULT),
+    ]
+    scaling: Annotated[
+        ScalingTargets,
+        Field(
+            default_factory=ScalingTargets,
+            description="Scaling targets and behaviour.",
+            json_schema_extra=_OBJECT_DEFAULT,
+        ),
+    ]
+    cold_start_seconds: Annotated[
+        int,
+        Field(
+            ge=1, le=3600, description="Expected time from pod start to ready (model load). Sizes the startup probe."
+        ),
+    ] = 300
+    drain_seconds: Annotated[
+        int,
+        Field(ge=0, le=3600, description="Time a terminating replica gets to finish in-flight requests."),
+    ] = 120
+
+    @model_validator(mode="after")
+    def _no_reserved_args(self) -> InferenceServiceSpec:
+        reserved = RESERVED_ARGS[self.engine]
+        for index, arg in enumerate(self.extra_args):
+            flag = arg.split("=", 1)[0]
+            if flag not in reserved:
+                continue
+            owner = reserved[flag]
+            fix = f"remove it from spec.extraArgs and set {owner} instead" if owner else "remove it from spec.extraArgs"
+            where = f"the operator sets it from {owner}" if owner else "the operator sets it itself"
+            raise ValueError(f"spec.extraArgs[{index}] sets {flag}, but {where}: {fix}")
+        return self
+
+    @property
+    def engine_image(self) -> str:
+        return self.image or DEFAULT_IMAGES[self.engine]
+
+
+class ObjectMeta(BaseModel):
+    """The part of metadata the operator reads."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    generation: int = 0
+
+
+class InferenceService(BaseModel):
+    """A whole InferenceService object, as the API server returns it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    metadata: ObjectMeta
+    spec: InferenceServiceSpec
+
+
+# --- status -------------------------------------------------------------------------
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    """A Kubernetes-style condition (type, status, reason, message, lastTransitionTime)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    type: str
+    status: ConditionStatus
+    reason: Annotated[str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
+    message: str = ""
+    last_transition_time: datetime
+    observed_generation: int | None = None
+
+
+class Signals(Model):
+    """What the operator last observed for the service (filled by the scaling tick)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    ttft_p95_seconds: float | None = None
+    ttft_derived: Annotated[
+        bool | None, Field(description="True when TTFT is derived (TGI exports no TTFT histogram).")
+    ] = None
+    queue_depth: float | None = None
+    running_requests: float | None = None
+    kv_cache_usage: float | None = None
+    gpu_utilization_percent: float | None = None
+    request_rate: float | None = None
+    observed_at: datetime | None = None
+
+
+class LastDecision(Model):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    replicas: int
+    reason: str
+    message: str
+    time: datetime
+
+
+class InferenceServiceStatus(Model):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    observed_generation: int | None = None
+    replicas: Annotated[int | None, Field(description="Replicas the Deployment has.")] = None
+    ready_replicas: Annotated[int | None, Field(description="Replicas ready to serve.")] = None
+    desired_replicas: Annotated[int | None, Field(description="Replicas the operator wants.")] = None
+    deployment_name: str | None = None
+    endpoint: Annotated[str | None, Field(description="In-cluster OpenAI-compatible base URL.")] = None
+    signals: Signals | None = None
+    last_decision: LastDecision | None = None
+    conditions: Annotated[
+        list[Condition],
+        Field(
+            default_factory=list,
+            json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        ),
+    ]
+
+
+def field_path(loc: tuple[int | str, ...], root: str = "spec") -> str:
+    """Turn a pydantic error location into a manifest path, e.g. spec.replicas.min."""
+    path = root
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def describe_validation_error(error: ValidationError, root: str = "spec") -> str:
+    """One line per problem, each naming the field and the value seen."""
+    lines = []
+    for problem in error.errors():
+        where = field_path(tuple(problem["loc"]), root)
+        message = problem["msg"].removeprefix("Value error, ")
+        if message.startswith("spec."):
+            lines.append(message)
+        elif "input" in problem and problem["type"] not in ("missing",):
+            lines.append(f"{where}: {message} (got {problem['input']!r})")
+        else:
+            lines.append(f"{where}: {message}")
+    return "; ".join(lines)
+
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+NAME_RULE = "self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
+NAME_RULE_MESSAGE = (
+    "metadata.name must be a DNS label (lowercase letters, digits and '-', starting with a letter, "
+    "at most 63 characters): it names the engine's Service"
+)
+
+
+def parse_name(name: str) -> str:
+    """The name becomes the Service's name, so it must be a DNS-1035 label."""
+    if len(name) > 63 or not _DNS_LABEL.match(name):
+        raise InvalidSpec(f"{NAME_RULE_MESSAGE}; got {name!r}")
+    return name
+
+
+def parse_spec(spec: dict[str, Any]) -> InferenceServiceSpec:
+    """Validate a raw spec; raises InvalidSpec with a message naming each bad field."""
+    try:
+        return InferenceServiceSpec.model_validate(spec)
+    except ValidationError as error:
+        raise InvalidSpec(describe_validation_error(error)) from error
+
+
+class InvalidSpec(ValueError):
+    """The InferenceService spec cannot work; the message names the field and the fix."""

@@ -1,0 +1,72 @@
+"""Pure status helpers: conditions (Kubernetes conventions) and readiness from a Deployment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from inferscale.api import Condition, ConditionStatus
+
+# Condition types the operator sets.
+RECONCILED = "Reconciled"
+READY = "Ready"
+
+
+def set_condition(
+    existing: Iterable[Mapping[str, Any]],
+    *,
+    type: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    now: datetime,
+    generation: int | None = None,
+) -> Condition:
+    """The condition to write, keeping lastTransitionTime unless its status flips."""
+    previous = next((c for c in existing if c.get("type") == type), None)
+    transition = now
+    if previous is not None and previous.get("status") == status.value and previous.get("lastTransitionTime"):
+        transition = Condition.model_validate(previous).last_transition_time
+    return Condition(
+        type=type,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=transition,
+        observed_generation=generation,
+    )
+
+
+def readiness(
+    deployment: Mapping[str, Any], *, now: datetime, existing: Iterable[Mapping[str, Any]]
+) -> tuple[dict[str, int], Condition]:
+    """Replica counts and the Ready condition, read off a Deployment object."""
+    spec = deployment.get("spec") or {}
+    observed = deployment.get("status") or {}
+    wanted = int(spec.get("replicas") or 0)
+    total = int(observed.get("replicas") or 0)
+    ready = int(observed.get("readyReplicas") or 0)
+    updated = int(observed.get("updatedReplicas") or 0)
+    caught_up = int(observed.get("observedGeneration") or 0) >= int(deployment["metadata"].get("generation") or 0)
+
+    if wanted == 0:
+        state, reason, message = (
+            ConditionStatus.FALSE,
+            "ScaledToZero",
+            "The Deployment has 0 replicas; requests are not served.",
+        )
+    elif not caught_up or updated < wanted or total > wanted:
+        state, reason = ConditionStatus.FALSE, "RollingOut"
+        message = f"Rolling out: {updated}/{wanted} replicas updated, {ready} ready."
+    elif ready < wanted:
+        state, reason = ConditionStatus.FALSE, "ReplicasStarting"
+        message = f"{ready}/{wanted} replicas ready; the rest are starting or Pending."
+    else:
+        state, reason, message = ConditionStatus.TRUE, "ReplicasReady", f"{ready}/{wanted} replicas ready."
+    counts = {"replicas": total, "readyReplicas": ready}
+    return counts, set_condition(existing, type=READY, status=state, reason=reason, message=message, now=now)
+
+
+def condition_json(condition: Condition) -> dict[str, Any]:
+    return condition.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,61 @@
+"""Conditions follow the Kubernetes conventions; readiness is read off the Deployment."""
+
+from datetime import UTC, datetime, timedelta
+
+from inferscale.api import ConditionStatus
+from inferscale.status import condition_json, readiness, set_condition
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=5)
+
+
+def _deployment(*, wanted: int, ready: int, updated: int | None = None, generation: int = 1) -> dict:
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"replicas": wanted},
+        "status": {
+            "observedGeneration": 1,
+            "replicas": wanted,
+            "readyReplicas": ready,
+            "updatedReplicas": wanted if updated is None else updated,
+        },
+    }
+
+
+def test_transition_time_moves_only_when_status_flips() -> None:
+    first = condition_json(
+        set_condition([], type="Ready", status=ConditionStatus.FALSE, reason="A", message="a", now=T0)
+    )
+    same = set_condition([first], type="Ready", status=ConditionStatus.FALSE, reason="B", message="b", now=T1)
+    flipped = set_condition([first], type="Ready", status=ConditionStatus.TRUE, reason="C", message="c", now=T1)
+    assert same.last_transition_time == T0
+    assert same.reason == "B"
+    assert flipped.last_transition_time == T1
+
+
+def test_ready_when_all_replicas_ready() -> None:
+    counts, condition = readiness(_deployment(wanted=2, ready=2), now=T0, existing=[])
+    assert counts == {"replicas": 2, "readyReplicas": 2}
+    assert (condition.status, condition.reason, condition.message) == (
+        ConditionStatus.TRUE,
+        "ReplicasReady",
+        "2/2 replicas ready.",
+    )
+
+
+def test_not_ready_while_replicas_start() -> None:
+    _, condition = readiness(_deployment(wanted=3, ready=1), now=T0, existing=[])
+    assert condition.status is ConditionStatus.FALSE
+    assert condition.reason == "ReplicasStarting"
+    assert "1/3" in condition.message
+
+
+def test_rolling_out_until_the_deployment_controller_catches_up() -> None:
+    _, stale = readiness(_deployment(wanted=2, ready=2, generation=2), now=T0, existing=[])
+    _, updating = readiness(_deployment(wanted=2, ready=2, updated=1), now=T0, existing=[])
+    assert stale.reason == updating.reason == "RollingOut"
+
+
+def test_scaled_to_zero_is_not_ready() -> None:
+    _, condition = readiness(_deployment(wanted=0, ready=0), now=T0, existing=[])
+    assert (condition.status, condition.reason) == (ConditionStatus.FALSE, "ScaledToZero")
