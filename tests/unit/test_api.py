@@ -2,7 +2,6 @@
 input that gets a message naming the field and the fix."""
 
 import pytest
-
 from inferscale.api import DEFAULT_IMAGES, Engine, InvalidSpec, parse_name, parse_spec
 
 
@@ -43,9 +42,15 @@ def test_camel_case_fields_from_a_manifest() -> None:
     [
         ({}, "spec.model: Field required"),
         ({"model": {"id": "m"}, "engine": "triton"}, "spec.engine: Input should be 'vllm' or 'tgi' (got 'triton')"),
-        ({"model": {"id": "m"}, "maxConcurrency": 0}, "spec.maxConcurrency: Input should be greater than or equal to 1"),
+        (
+            {"model": {"id": "m"}, "maxConcurrency": 0},
+            "spec.maxConcurrency: Input should be greater than or equal to 1",
+        ),
         ({"model": {"id": "m"}, "replicas": {"min": 5, "max": 2}}, "spec.replicas.min (5) must be less than or equal"),
-        ({"model": {"id": "m"}, "scaling": {"ttftP95Seconds": 0}}, "spec.scaling.ttftP95Seconds: Input should be greater than 0"),
+        (
+            {"model": {"id": "m"}, "scaling": {"ttftP95Seconds": 0}},
+            "spec.scaling.ttftP95Seconds: Input should be greater than 0",
+        ),
         ({"model": {"id": "m"}, "sharedMemory": "lots"}, "spec.sharedMemory: String should match pattern"),
         ({"model": {"id": "m"}, "gpus": 1}, "spec.gpus: Extra inputs are not permitted"),
         ({"model": {"id": "m"}, "tolerations": [{"effect": "Sometimes"}]}, "spec.tolerations[0].effect"),
@@ -82,7 +87,7 @@ def test_extra_args_of_the_other_engine_are_passed_through() -> None:
 
 @pytest.mark.parametrize("name", ["Llama", "7b", "a" * 64, "my_model", "x-"])
 def test_names_that_cannot_name_a_service_are_refused(name: str) -> None:
-    with pytest.raises(InvalidSpec, match="metadata.name must be a DNS label"):
+    with pytest.raises(InvalidSpec, match=r"metadata\.name must be a DNS label"):
         parse_name(name)
 
 

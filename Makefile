@@ -1,0 +1,54 @@
+# inferscale: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: help install lint crd cluster-up cluster-down operator-up operator-down test test-unit demo down
+
+help:
+	@echo "make demo         local cluster + operator + an example InferenceService, shown with kubectl"
+	@echo "make test         everything: lint, unit tests, end-to-end tests on the local cluster"
+	@echo "make test-unit    unit tests only (no cluster)"
+	@echo "make down         stop the demo's operator and the local cluster"
+	@echo "make crd          regenerate crds/ from the models"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+lint: install
+	$(BIN)/ruff check operator tests
+	$(BIN)/ruff format --check operator tests
+	$(BIN)/mypy
+	$(BIN)/inferscale crd generate --check
+
+crd: install
+	$(BIN)/inferscale crd generate
+
+cluster-up:
+	bash cluster/up.sh
+
+cluster-down:
+	bash cluster/down.sh
+
+operator-up: install cluster-up
+	bash cluster/operator.sh start
+
+operator-down:
+	bash cluster/operator.sh stop
+
+test-unit: install
+	$(BIN)/pytest tests/unit
+
+test: install lint cluster-up
+	source cluster/env.sh && time $(BIN)/pytest tests
+
+demo: install cluster-up
+	bash cluster/demo.sh
+
+down: operator-down cluster-down

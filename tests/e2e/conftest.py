@@ -1,0 +1,136 @@
+"""End-to-end fixtures: the real local control plane (cluster/up.sh) and the operator
+running for real as a subprocess, driven with kubectl as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE = Path(os.environ.get("INFERSCALE_CLUSTER_DIR", Path.home() / ".cache/inferscale/cluster"))
+KUBECONFIG = Path(os.environ.get("KUBECONFIG", STATE / "kubeconfig"))
+KUBECTL = str(STATE / "bin" / "kubectl")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.e2e)
+
+
+def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [KUBECTL, f"--kubeconfig={KUBECONFIG}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result
+
+
+def get_json(*args: str) -> dict[str, Any]:
+    return dict(json.loads(kubectl("get", *args, "-o", "json").stdout))
+
+
+def wait_for(what: str, probe: Callable[[], Any], *, timeout: float = 60, interval: float = 0.5) -> Any:
+    """Poll until probe() returns something truthy; fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except AssertionError as error:  # e.g. kubectl get of an object not there yet
+            last = error
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == type_), {})
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Path:
+    result = subprocess.run(
+        [KUBECTL, f"--kubeconfig={KUBECONFIG}", "get", "--raw=/readyz"], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        pytest.fail(f"the local cluster is not up ({result.stderr.strip()}): run `make cluster-up` or `make test`")
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd/inferenceservices.inferscale.io", "--timeout=60s")
+    return KUBECONFIG
+
+
+class Operator:
+    """The operator as a user runs it: `inferscale operator run`, in its own process."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.logs: list[Path] = []
+
+    def start(self) -> None:
+        log = self.log_dir / f"operator-{len(self.logs)}.log"
+        self.logs.append(log)
+        env = {**os.environ, "KUBECONFIG": str(KUBECONFIG)}
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "inferscale", "operator", "run", "--verbose"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log_text(self) -> str:
+        return "\n".join(path.read_text(errors="replace") for path in self.logs)
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    running = Operator(tmp_path_factory.mktemp("operator"))
+    running.start()
+    yield running
+    running.stop()
+    text = running.log_text()
+    assert "Traceback" not in text, f"the operator logged a traceback:\n{text[-5000:]}"
+
+
+@pytest.fixture
+def namespace(cluster: Path) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    wait_for(
+        f"ServiceAccount default in {name}",
+        lambda: kubectl("-n", name, "get", "sa", "default", check=False).returncode == 0,
+    )
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false", check=False)
