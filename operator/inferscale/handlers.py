@@ -75,7 +75,12 @@ async def reconcile(
             conditions, type=RECONCILED, status=state, reason=reason, message=message, now=now, generation=generation
         )
         body_status = {**kept, **fields, "conditions": [condition_json(condition)]}
-        await asyncio.to_thread(kube.apply_status, namespace, name, body_status, manager=RECONCILER)
+        try:
+            await asyncio.to_thread(kube.apply_status, namespace, name, body_status, manager=RECONCILER)
+        except KubeError as error:
+            raise kopf.TemporaryError(
+                f"Recording status of {KIND} {namespace}/{name} failed: {error}", delay=10
+            ) from error
 
     try:
         parse_name(name)
@@ -172,10 +177,12 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
     previous: dict[str, Any] = next((c for c in existing if c.get("type") == READY), {})
     if previous.get("reason") != ready.reason:
         logger.info(f"{KIND} {namespace}/{owner['name']} is now {ready.reason}: {ready.message}")
-    await asyncio.to_thread(
-        kube.apply_status,
-        namespace,
-        owner["name"],
-        {**counts, "conditions": [condition_json(ready)]},
-        manager=READINESS,
-    )
+    counts_and_ready = {**counts, "conditions": [condition_json(ready)]}
+    try:
+        await asyncio.to_thread(kube.apply_status, namespace, owner["name"], counts_and_ready, manager=READINESS)
+    except NotFound:
+        return  # deleted meanwhile
+    except KubeError as error:
+        # Event handlers are not retried; the Deployment's next change (or the next
+        # resume) writes the counts again.
+        logger.warning(f"Recording readiness of {KIND} {namespace}/{owner['name']} failed: {error}")
