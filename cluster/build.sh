@@ -21,6 +21,16 @@ if [[ $missing == 0 ]]; then
   exit 0
 fi
 
+# One build at a time: a second caller waits, then finds the binaries cached.
+exec 9>"$cache/build.lock"
+flock 9
+missing=0
+for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || missing=1; done
+if [[ $missing == 0 ]]; then
+  echo "cluster binaries cached in $bin (built by a concurrent run)"
+  exit 0
+fi
+
 start=$SECONDS
 
 build_etcd() {
@@ -84,5 +94,7 @@ build_kwok() {
 echo "etcd built after $((SECONDS - start))s"
 [[ -x "$bin/kwok" ]] || (build_kwok)
 echo "kwok built after $((SECONDS - start))s"
-[[ -x "$bin/kube-apiserver" && -x "$bin/kubectl" ]] || (build_kubernetes)
+k8s_ok=1
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do [[ -x "$bin/$b" ]] || k8s_ok=0; done
+[[ $k8s_ok == 1 ]] || (build_kubernetes)
 echo "cluster binaries built in $((SECONDS - start))s into $bin"

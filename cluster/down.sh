@@ -7,9 +7,10 @@ source "$(dirname "$0")/common.sh"
 
 grace="${INFERSCALE_CLUSTER_STOP_TIMEOUT:-15}"
 
-# Stop in reverse start order (clients before the apiserver, the apiserver before etcd), so
-# nothing logs errors about a backend that vanished first. Pids from the pid files, plus
-# any of our components without one (e.g. a pid file lost to an interrupted up.sh).
+# Stop one at a time in reverse start order: clients before the apiserver, the apiserver
+# before etcd (an apiserver whose etcd vanished first hangs in its graceful shutdown).
+# Pids from the pid files, plus any of our components without one (e.g. a pid file lost
+# to an interrupted up.sh).
 stop_pids=()
 for ((i = ${#components[@]} - 1; i >= 0; i--)); do
   c="${components[i]}"
@@ -19,24 +20,21 @@ for pid in $(cluster_pids); do
   [[ " ${stop_pids[*]} " == *" $pid "* ]] || stop_pids+=("$pid")
 done
 
-if ((${#stop_pids[@]})); then
-  echo "stopping cluster processes: ${stop_pids[*]}"
-  for pid in "${stop_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+if ((${#stop_pids[@]} == 0)); then echo "no cluster processes running"; fi
+for pid in "${stop_pids[@]}"; do
+  name="$(readlink "/proc/$pid/exe" 2>/dev/null)" || continue
+  name="${name##*/}"
+  kill -TERM "$pid" 2>/dev/null || continue
   deadline=$((SECONDS + grace))
-  for pid in "${stop_pids[@]}"; do
-    while is_ours "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
-    if is_ours "$pid"; then
-      echo "pid $pid did not stop within ${grace}s: SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  done
-  # SIGKILL is asynchronous: make sure the ports are released before a new up.sh.
-  for pid in "${stop_pids[@]}"; do
-    while [[ -e /proc/$pid ]] && is_ours "$pid"; do sleep 0.1; done
-  done
-else
-  echo "no cluster processes running"
-fi
+  while is_ours "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+  if is_ours "$pid"; then
+    echo "$name (pid $pid) did not stop within ${grace}s: SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    # SIGKILL is asynchronous: wait until it is gone so its ports are free for a new up.sh.
+    while is_ours "$pid"; do sleep 0.1; done
+  fi
+  echo "stopped $name (pid $pid)"
+done
 
 # Remove only what up.sh creates, never the whole directory blindly: INFERSCALE_CLUSTER_DIR
 # might point somewhere that holds other files.

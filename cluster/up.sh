@@ -67,41 +67,43 @@ ln -sfn "$bin/kubectl" "$state/bin/kubectl"
 gen_certs() (
   local newkey=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1)
   cd "$certs"
-  cat >ca.cnf <<EOF
-[req]
-distinguished_name = dn
-x509_extensions = v3_ca
-prompt = no
-[dn]
-CN = inferscale-local-ca
-[v3_ca]
-basicConstraints = critical, CA:TRUE
-keyUsage = critical, digitalSignature, keyCertSign
-subjectKeyIdentifier = hash
-EOF
-  openssl req -x509 "${newkey[@]}" -nodes -days 3650 -config ca.cnf -keyout ca.key -out ca.crt 2>/dev/null
 
-  # sign NAME SUBJECT EXTENDED_KEY_USAGE [SUBJECT_ALT_NAMES]
+  # mkca NAME CN: a self-signed CA.
+  mkca() {
+    printf '%s\n' "[req]" "distinguished_name = dn" "x509_extensions = v3_ca" "prompt = no" \
+      "[dn]" "CN = $2" "[v3_ca]" "basicConstraints = critical, CA:TRUE" \
+      "keyUsage = critical, digitalSignature, keyCertSign" "subjectKeyIdentifier = hash" >"$1.cnf"
+    openssl req -x509 "${newkey[@]}" -nodes -days 3650 -config "$1.cnf" -keyout "$1.key" -out "$1.crt" 2>/dev/null
+    rm -f "$1.cnf"
+  }
+  # sign CA NAME SUBJECT EXTENDED_KEY_USAGE [SUBJECT_ALT_NAMES]: a leaf cert signed by CA.
   sign() {
-    openssl req "${newkey[@]}" -nodes -subj "$2" -keyout "$1.key" -out "$1.csr" 2>/dev/null
+    openssl req "${newkey[@]}" -nodes -subj "$3" -keyout "$2.key" -out "$2.csr" 2>/dev/null
     {
       echo "basicConstraints = critical, CA:FALSE"
       echo "keyUsage = critical, digitalSignature"
-      echo "extendedKeyUsage = $3"
+      echo "extendedKeyUsage = $4"
       echo "subjectKeyIdentifier = hash"
       echo "authorityKeyIdentifier = keyid"
-      [[ -z ${4:-} ]] || echo "subjectAltName = $4"
-    } >"$1.ext"
-    openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
-      -extfile "$1.ext" -out "$1.crt" 2>/dev/null
-    rm -f "$1.csr" "$1.ext"
+      [[ -z ${5:-} ]] || echo "subjectAltName = $5"
+    } >"$2.ext"
+    openssl x509 -req -in "$2.csr" -CA "$1.crt" -CAkey "$1.key" -CAcreateserial -days 365 \
+      -extfile "$2.ext" -out "$2.crt" 2>/dev/null
+    rm -f "$2.csr" "$2.ext"
   }
-  sign apiserver "/CN=kube-apiserver" serverAuth \
+
+  mkca ca inferscale-local-ca
+  sign ca apiserver "/CN=kube-apiserver" serverAuth \
     "IP:127.0.0.1, IP:$service_ip, DNS:localhost, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc, DNS:kubernetes.default.svc.cluster.local"
-  sign admin "/O=system:masters/CN=inferscale-admin" clientAuth # system:masters = cluster-admin, bypasses RBAC
+  sign ca admin "/O=system:masters/CN=inferscale-admin" clientAuth # system:masters = cluster-admin, bypasses RBAC
   # Controller-manager and scheduler use their own identities, bound by RBAC's bootstrap roles.
-  sign kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
-  sign kube-scheduler "/CN=system:kube-scheduler" clientAuth
+  sign ca kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
+  sign ca kube-scheduler "/CN=system:kube-scheduler" clientAuth
+  # Front proxy (request-header auth, as kubeadm sets up): without it the controller-manager
+  # and scheduler log "missing content for CA bundle ... requestheader-client-ca-file" in a
+  # loop, and aggregated APIs could not authenticate. Its own CA, as in kubeadm.
+  mkca front-proxy-ca inferscale-front-proxy-ca
+  sign front-proxy-ca front-proxy-client "/CN=front-proxy-client" clientAuth
   # Service-account token signing key pair (apiserver signs/verifies, controller-manager signs).
   openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2>/dev/null
   openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -196,6 +198,13 @@ start kube-apiserver "$bin/kube-apiserver" \
   --tls-cert-file="$certs/apiserver.crt" \
   --tls-private-key-file="$certs/apiserver.key" \
   --client-ca-file="$certs/ca.crt" \
+  --requestheader-client-ca-file="$certs/front-proxy-ca.crt" \
+  --requestheader-allowed-names=front-proxy-client \
+  --requestheader-username-headers=X-Remote-User \
+  --requestheader-group-headers=X-Remote-Group \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --proxy-client-cert-file="$certs/front-proxy-client.crt" \
+  --proxy-client-key-file="$certs/front-proxy-client.key" \
   --authorization-mode=RBAC \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$certs/sa.pub" \
