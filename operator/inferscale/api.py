@@ -157,7 +157,10 @@ class ScaleDownBehavior(Model):
 
 # An object default of {} lets the API server fill in the nested defaults, so
 # `kubectl get -o yaml` shows the values in force.
-_OBJECT_DEFAULT: dict[str, Any] = {"default": {}}
+def _object_default(model: type[Model]) -> dict[str, Any]:
+    # The full default object, not {}: the API server checks CEL rules against defaults
+    # before filling in nested ones.
+    return {"default": model().model_dump(mode="json", by_alias=True)}
 
 
 class ScalingTargets(Model):
@@ -176,7 +179,9 @@ class ScalingTargets(Model):
     scale_up: Annotated[
         ScaleUpBehavior,
         Field(
-            default_factory=ScaleUpBehavior, description="Scale-up behaviour: fast.", json_schema_extra=_OBJECT_DEFAULT
+            default_factory=ScaleUpBehavior,
+            description="Scale-up behaviour: fast.",
+            json_schema_extra=_object_default(ScaleUpBehavior),
         ),
     ]
     scale_down: Annotated[
@@ -184,7 +189,7 @@ class ScalingTargets(Model):
         Field(
             default_factory=ScaleDownBehavior,
             description="Scale-down behaviour: slow.",
-            json_schema_extra=_OBJECT_DEFAULT,
+            json_schema_extra=_object_default(ScaleDownBehavior),
         ),
     ]
 
@@ -232,14 +237,18 @@ class InferenceServiceSpec(Model):
     ] = "8Gi"
     replicas: Annotated[
         ReplicaBounds,
-        Field(default_factory=ReplicaBounds, description="Replica bounds.", json_schema_extra=_OBJECT_DEFAULT),
+        Field(
+            default_factory=ReplicaBounds,
+            description="Replica bounds.",
+            json_schema_extra=_object_default(ReplicaBounds),
+        ),
     ]
     scaling: Annotated[
         ScalingTargets,
         Field(
             default_factory=ScalingTargets,
             description="Scaling targets and behaviour.",
-            json_schema_extra=_OBJECT_DEFAULT,
+            json_schema_extra=_object_default(ScalingTargets),
         ),
     ]
     cold_start_seconds: Annotated[
