@@ -1,0 +1,1 @@
+"""loadgen: simulated vLLM/TGI engines, open-loop traffic, reports and fleet simulation."""

@@ -1,0 +1,574 @@
+"""simengine: an HTTP server that looks like vLLM or TGI to clients and to Prometheus.
+
+Run it as::
+
+    python -m loadgen.simengine --engine vllm --profile a10g-llama3-8b-awq --port 8000
+
+Behind the API is ``EngineRuntime`` (the pure ``EngineModel`` plus per-request bookkeeping and metrics),
+advanced against the real clock by one asyncio task; request handlers wait for their tokens and stream
+them as the engine would.
+
+Differences from the real servers, on purpose:
+
+* During the cold start the real servers are not listening at all (connection refused). simengine listens
+  at once and answers 503 on every route, ``/health`` and ``/metrics`` included, until the cold start has
+  elapsed; a readiness probe and a Prometheus scrape see "not ready" either way.
+* Every request generates exactly ``max_tokens`` tokens (as with ``ignore_eos``), of filler words; one
+  whitespace-separated word of prompt counts as one token (see ``loadgen.tokens``).
+* On SIGTERM it stops listening, answers 503 to new requests on open connections, lets the requests in
+  flight finish (up to ``--drain-timeout``), then exits, as vLLM or TGI do behind a preStop hook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from loadgen.engine_api import (
+    VLLM_VERSION,
+    ApiError,
+    Endpoint,
+    Engine,
+    GenerationRequest,
+    ResponseContext,
+    chat_chunk,
+    completion_chunk,
+    completion_response,
+    parse_request,
+    sse,
+    tgi_error,
+    tgi_generate_response,
+    tgi_info,
+    tgi_models,
+    tgi_overloaded,
+    tgi_rejection,
+    tgi_stream_token,
+    usage_chunk,
+    vllm_error,
+    vllm_models,
+    vllm_rejection,
+)
+from loadgen.engine_metrics import VLLM_METRICS_VERSIONS, EngineMetrics, TgiMetrics, VllmMetrics
+from loadgen.engine_model import BatchingMode, RequestRejected
+from loadgen.engine_runtime import EngineRuntime, TrackedRequest
+from loadgen.profiles import PROFILES, EngineProfile, get_profile
+
+__all__ = ["ServerConfig", "SimEngineServer", "main", "running_server"]
+
+log = logging.getLogger("loadgen.simengine")
+
+DEFAULT_MODEL_NAME = "meta-llama/Meta-Llama-3-8B-Instruct"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything that shapes one simulated engine server."""
+
+    engine: Engine
+    profile: EngineProfile
+    model_name: str
+    mode: BatchingMode = BatchingMode.CONTINUOUS
+    cold_start_s: float = 0.0
+    vllm_metrics_version: str = "0.11"
+    max_concurrent_requests: int = 128
+    """TGI's router limit: beyond this many requests in flight, answer 429 ``Model is overloaded``."""
+    drain_timeout_s: float = 600.0
+
+
+class SimEngineServer:
+    """The aiohttp application around one ``EngineRuntime``."""
+
+    def __init__(self, config: ServerConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self._clock = clock
+        self._t0 = clock()
+        self._created = int(time.time())
+        profile = config.profile
+        metrics: EngineMetrics
+        if config.engine is Engine.VLLM:
+            metrics = VllmMetrics(
+                model_name=config.model_name,
+                max_model_len=profile.max_model_len,
+                block_size=profile.block_size,
+                num_gpu_blocks=profile.kv_blocks,
+                version=config.vllm_metrics_version,
+            )
+        else:
+            metrics = TgiMetrics(
+                max_input_tokens=profile.max_model_len - 1,
+                max_total_tokens=profile.max_model_len,
+                max_batch_total_tokens=profile.kv_capacity_tokens,
+            )
+        self.runtime = EngineRuntime(profile, metrics, mode=config.mode)
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._inflight = 0
+        self._draining = False
+        self._driver: asyncio.Task[None] | None = None
+        self.app = self._make_app()
+
+    # --- clock and engine loop ---------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Seconds since the server started (the engine's time)."""
+        return self._clock() - self._t0
+
+    @property
+    def ready(self) -> bool:
+        """True once the cold start has elapsed."""
+        return self.now() >= self.config.cold_start_s
+
+    async def _drive(self) -> None:
+        while True:
+            self.runtime.advance(self.now())
+            due = self.runtime.next_event_time()
+            self._wake.clear()
+            if due is None:
+                await self._wake.wait()
+                continue
+            delay = due - self.now()
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+
+    async def _on_startup(self, app: web.Application) -> None:
+        self._driver = asyncio.create_task(self._drive(), name="simengine-engine-loop")
+
+    async def _on_cleanup(self, app: web.Application) -> None:
+        if self._driver is not None:
+            self._driver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._driver
+
+    # --- draining ----------------------------------------------------------------------------------
+
+    def begin_drain(self) -> None:
+        """Refuse new work from now on; requests in flight carry on."""
+        self._draining = True
+
+    async def wait_drained(self, timeout: float) -> bool:
+        """Wait until no request is in flight; False if ``timeout`` passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def in_flight(self) -> int:
+        return self._inflight
+
+    # --- HTTP --------------------------------------------------------------------------------------
+
+    def _make_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._gate])
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        routes = [
+            web.get("/health", self._health),
+            web.get("/metrics", self._metrics),
+            web.post("/v1/completions", self._completions),
+            web.post("/v1/chat/completions", self._chat),
+        ]
+        if self.config.engine is Engine.VLLM:
+            routes += [web.get("/v1/models", self._vllm_models), web.get("/version", self._vllm_version)]
+        else:
+            routes += [
+                web.get("/info", self._tgi_info),
+                web.get("/v1/models", self._tgi_models),
+                web.post("/generate", self._generate),
+                web.post("/generate_stream", self._generate_stream),
+                web.post("/", self._compat_generate),
+            ]
+        app.add_routes(routes)
+        return app
+
+    def _error(self, err: ApiError) -> web.Response:
+        return web.json_response(err.body, status=err.status)
+
+    def _unavailable(self, message: str) -> web.Response:
+        if self.config.engine is Engine.VLLM:
+            return self._error(vllm_error(503, message, "ServiceUnavailableError"))
+        return self._error(tgi_error(503, message, "unhealthy"))
+
+    @web.middleware
+    async def _gate(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        remaining = self.config.cold_start_s - self.now()
+        if remaining > 0:
+            return self._unavailable(f"The model is loading (simulated cold start, {remaining:.1f}s left)")
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    async def _health(self, request: web.Request) -> web.Response:
+        if self._draining:
+            return self._unavailable("The server is shutting down")
+        return web.Response(status=200)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body, content_type = self.runtime.render_metrics(self.now())
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _vllm_models(self, request: web.Request) -> web.Response:
+        cfg = self.config
+        return web.json_response(vllm_models(cfg.model_name, cfg.profile.max_model_len, self._created))
+
+    async def _vllm_version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": VLLM_VERSION})
+
+    async def _tgi_info(self, request: web.Request) -> web.Response:
+        cfg = self.config
+        return web.json_response(tgi_info(cfg.model_name, cfg.profile.max_model_len, cfg.max_concurrent_requests))
+
+    async def _tgi_models(self, request: web.Request) -> web.Response:
+        return web.json_response(tgi_models(self.config.model_name))
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, Endpoint.COMPLETIONS)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, Endpoint.CHAT)
+
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, Endpoint.GENERATE, stream=False)
+
+    async def _generate_stream(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, Endpoint.GENERATE, stream=True)
+
+    async def _compat_generate(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, Endpoint.GENERATE, compat=True)
+
+    async def _serve(
+        self, request: web.Request, endpoint: Endpoint, *, stream: bool | None = None, compat: bool = False
+    ) -> web.StreamResponse:
+        cfg = self.config
+        metrics = self.runtime.metrics
+        metrics.request_received()
+        if self._draining:
+            return self._unavailable("The server is shutting down")
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            bad_json = (
+                vllm_error(400, "The request body is not valid JSON")
+                if cfg.engine is Engine.VLLM
+                else tgi_error(422, "Failed to parse the request body as JSON")
+            )
+            metrics.request_rejected(bad_json.error_kind)
+            return self._error(bad_json)
+        try:
+            req = parse_request(cfg.engine, endpoint, body, max_model_len=cfg.profile.max_model_len)
+            if cfg.engine is Engine.VLLM and req.model is not None and req.model != cfg.model_name:
+                raise vllm_error(404, f"The model `{req.model}` does not exist.", "NotFoundError")
+            if cfg.engine is Engine.TGI and self._inflight >= cfg.max_concurrent_requests:
+                raise tgi_overloaded()
+        except ApiError as err:
+            metrics.request_rejected(err.error_kind)
+            return self._error(err)
+        if stream is not None:
+            req = _with_stream(req, stream)
+
+        wakeup = asyncio.Event()
+        try:
+            tracked = self.runtime.submit(req.prompt_tokens, req.max_tokens, now=self.now(), notify=wakeup.set)
+        except RequestRejected as rejected:
+            refusal = rejected.rejection
+            answer = vllm_rejection(refusal) if cfg.engine is Engine.VLLM else tgi_rejection(refusal)
+            metrics.request_rejected(answer.error_kind)
+            return self._error(answer)
+        self._wake.set()
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            if req.stream:
+                return await self._stream(request, req, tracked, wakeup)
+            await _wait_done(tracked, wakeup)
+            return self._final_response(req, tracked, compat=compat)
+        finally:
+            if not tracked.done:
+                self.runtime.cancel(tracked, now=self.now())
+                self._wake.set()
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+
+    def _context(self, tracked: TrackedRequest) -> ResponseContext:
+        return ResponseContext(
+            self.config.engine, tracked.timeline.request_id, self.config.model_name, int(time.time())
+        )
+
+    def _final_response(self, req: GenerationRequest, tracked: TrackedRequest, *, compat: bool) -> web.Response:
+        tl = tracked.timeline
+        reason = tl.finish_reason.value if tl.finish_reason is not None else "length"
+        if req.endpoint is Endpoint.GENERATE:
+            payload = tgi_generate_response(tl.prompt_tokens, tl.generated, details=req.details, finish_reason=reason)
+            headers = {
+                "x-prompt-tokens": str(tl.prompt_tokens),
+                "x-generated-tokens": str(tl.generated),
+                "x-compute-type": "gpu+optimized",
+            }
+            return web.json_response([payload] if compat else payload, headers=headers)
+        ctx = self._context(tracked)
+        return web.json_response(completion_response(ctx, req.endpoint, tl.prompt_tokens, tl.generated, reason))
+
+    async def _stream(
+        self, request: web.Request, req: GenerationRequest, tracked: TrackedRequest, wakeup: asyncio.Event
+    ) -> web.StreamResponse:
+        engine = self.config.engine
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        if engine is Engine.TGI:
+            headers["X-Accel-Buffering"] = "no"
+        response = web.StreamResponse(status=200, headers=headers)
+        await response.prepare(request)
+        ctx = self._context(tracked)
+        tl = tracked.timeline
+        if req.endpoint is Endpoint.CHAT and engine is Engine.VLLM:
+            await response.write(sse(engine, chat_chunk(ctx, 0, None, first=True)))
+        sent = 0
+        finish_sent = False
+        while True:
+            await wakeup.wait()
+            wakeup.clear()
+            chunks: list[bytes] = []
+            while sent < tl.generated:
+                sent += 1
+                final = tracked.done and sent == tl.generated
+                reason = tl.finish_reason.value if final and tl.finish_reason is not None else None
+                finish_sent = finish_sent or final
+                chunks.append(sse(engine, self._token_chunk(req, ctx, sent, reason, final=final)))
+            if chunks:
+                await response.write(b"".join(chunks))
+            if tracked.done:
+                break
+        tail: list[bytes] = []
+        reason = tl.finish_reason.value if tl.finish_reason is not None else "length"
+        if not finish_sent and req.endpoint is not Endpoint.GENERATE:
+            tail.append(sse(engine, self._token_chunk(req, ctx, 0, reason, final=True)))
+        if req.include_usage and req.endpoint is not Endpoint.GENERATE:
+            tail.append(sse(engine, usage_chunk(ctx, req.endpoint, tl.prompt_tokens, tl.generated)))
+        if req.endpoint is not Endpoint.GENERATE:
+            tail.append(sse(engine, "[DONE]"))
+        if tail:
+            await response.write(b"".join(tail))
+        await response.write_eof()
+        return response
+
+    @staticmethod
+    def _token_chunk(
+        req: GenerationRequest, ctx: ResponseContext, index: int, reason: str | None, *, final: bool
+    ) -> dict[str, Any]:
+        if req.endpoint is Endpoint.CHAT:
+            return chat_chunk(ctx, index, reason)
+        if req.endpoint is Endpoint.COMPLETIONS:
+            return completion_chunk(ctx, index, reason)
+        return tgi_stream_token(
+            index,
+            final=final,
+            prompt=req.prompt_tokens,
+            generated=index,
+            details=req.details,
+            finish_reason=reason or "length",
+        )
+
+
+def _with_stream(req: GenerationRequest, stream: bool) -> GenerationRequest:
+    return GenerationRequest(
+        req.endpoint, req.prompt_tokens, req.max_tokens, stream, req.include_usage, req.details, req.model
+    )
+
+
+async def _wait_done(tracked: TrackedRequest, wakeup: asyncio.Event) -> None:
+    while not tracked.done:
+        await wakeup.wait()
+        wakeup.clear()
+
+
+# --- running ---------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def running_server(
+    config: ServerConfig, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[tuple[SimEngineServer, str]]:
+    """Start a server on ``host:port`` (0 picks a free port); yields it and its base URL, then drains it."""
+    server = SimEngineServer(config)
+    runner = web.AppRunner(server.app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    sockets = runner.addresses
+    bound_port = sockets[0][1] if sockets else port
+    try:
+        yield server, f"http://{host}:{bound_port}"
+    finally:
+        server.begin_drain()
+        await site.stop()
+        await server.wait_drained(config.drain_timeout_s)
+        await runner.cleanup()
+
+
+async def serve(config: ServerConfig, host: str, port: int) -> None:
+    """Serve until SIGTERM or SIGINT, then drain and return."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with running_server(config, host, port) as (server, url):
+        ready_in = config.cold_start_s
+        log.info(
+            "Started simengine (%s, %s mode) on %s for model %s; ready in %.0fs. Profile %s",
+            config.engine.value,
+            config.mode.value,
+            url,
+            config.model_name,
+            ready_in,
+            config.profile.describe(),
+        )
+        await stop.wait()
+        log.info("Received a stop signal; draining %d request(s) in flight", server.in_flight)
+    log.info("Stopped simengine on %s", url)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadgen.simengine",
+        description="Simulated vLLM or TGI server: OpenAI-compatible API, SSE streaming, real /metrics names.",
+    )
+    parser.add_argument("--engine", choices=[e.value for e in Engine], default=Engine.VLLM.value)
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="a10g-llama3-8b-awq",
+        help="calibrated engine profile (see loadgen/profiles.py)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--cold-start",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds of 503 before /health turns ready (default: the profile's cached cold start)",
+    )
+    parser.add_argument("--naive", action="store_true", help="serve fixed batches run to completion")
+    parser.add_argument(
+        "--model-name",
+        "--served-model-name",
+        "--model",
+        "--model-id",
+        dest="model_name",
+        default=None,
+        help="model name to serve and to label metrics with (also accepted as vLLM's --model, TGI's --model-id)",
+    )
+    parser.add_argument(
+        "--max-num-seqs",
+        "--max-batch-size",
+        dest="max_num_seqs",
+        type=int,
+        default=None,
+        help="concurrency ceiling of the running batch (default: the profile's knee)",
+    )
+    parser.add_argument(
+        "--max-model-len",
+        "--max-total-tokens",
+        dest="max_model_len",
+        type=int,
+        default=None,
+        help="longest prompt plus output (TGI: --max-total-tokens)",
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        help="chunked-prefill token budget per step (default: the profile's)",
+    )
+    parser.add_argument("--no-chunked-prefill", action="store_true", help="prefill each prompt whole")
+    parser.add_argument(
+        "--max-concurrent-requests",
+        type=int,
+        default=None,
+        help="TGI only: answer 429 beyond this many requests in flight (default 128, as TGI); when given "
+        "without --max-batch-size it is also the batch ceiling, since no more can run",
+    )
+    parser.add_argument(
+        "--vllm-metrics-version",
+        choices=VLLM_METRICS_VERSIONS,
+        default="0.11",
+        help="which vLLM release's /metrics layout to expose",
+    )
+    parser.add_argument("--drain-timeout", type=float, default=600.0, metavar="SECONDS")
+    parser.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """Turn parsed flags into a ``ServerConfig``; raises ``ValueError`` naming a bad flag."""
+    engine = Engine(args.engine)
+    profile = get_profile(args.profile)
+    batched: int | bool | None = False
+    if args.no_chunked_prefill:
+        batched = None
+    elif args.max_num_batched_tokens is not None:
+        batched = args.max_num_batched_tokens
+    max_num_seqs = args.max_num_seqs
+    max_concurrent = 128 if args.max_concurrent_requests is None else args.max_concurrent_requests
+    if max_concurrent < 1:
+        raise ValueError(f"--max-concurrent-requests must be >= 1, got {max_concurrent}")
+    if engine is Engine.TGI and args.max_concurrent_requests is not None and max_num_seqs is None:
+        max_num_seqs = max_concurrent
+    if max_num_seqs is not None and max_num_seqs < 1:
+        raise ValueError(f"--max-num-seqs must be >= 1, got {max_num_seqs}")
+    profile = profile.with_overrides(
+        max_num_seqs=max_num_seqs,
+        max_model_len=args.max_model_len,
+        max_num_batched_tokens=batched,
+    )
+    cold_start = profile.cold_start_s if args.cold_start is None else args.cold_start
+    if cold_start < 0:
+        raise ValueError(f"--cold-start must be >= 0 seconds, got {cold_start}")
+    return ServerConfig(
+        engine=engine,
+        profile=profile,
+        model_name=args.model_name or DEFAULT_MODEL_NAME,
+        mode=BatchingMode.NAIVE if args.naive else BatchingMode.CONTINUOUS,
+        cold_start_s=cold_start,
+        vllm_metrics_version=args.vllm_metrics_version,
+        max_concurrent_requests=max_concurrent,
+        drain_timeout_s=args.drain_timeout,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if unknown:
+        # Engine flags the simulator has no use for (--dtype, --revision, --tensor-parallel-size, ...), so a
+        # pod's real argument list can be passed through unchanged.
+        log.warning("Ignored engine flags the simulator does not model: %s", " ".join(unknown))
+    try:
+        config = config_from_args(args)
+    except ValueError as err:
+        parser.error(str(err))  # exits with status 2
+    try:
+        asyncio.run(serve(config, args.host, args.port))
+    except OSError as err:
+        print(f"simengine: cannot listen on {args.host}:{args.port}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
