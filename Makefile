@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: help install lint crd cluster-up cluster-down operator-up operator-down test test-unit demo down
+.PHONY: help deps install lint crd cluster-up cluster-down operator-up operator-down test test-unit demo down
 
 help:
 	@echo "make demo         local cluster + operator + an example InferenceService, shown with kubectl"
@@ -20,6 +20,17 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# System packages the tests use: openssl and curl (local cluster), Prometheus (Debian's).
+deps:
+	@missing=""; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
+	command -v curl >/dev/null || missing="$$missing curl"; \
+	[ -x /usr/bin/prometheus ] || missing="$$missing prometheus"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
 
 lint: install
 	$(BIN)/ruff check operator tests
@@ -45,7 +56,7 @@ operator-down:
 test-unit: install
 	$(BIN)/pytest tests/unit
 
-test: install lint cluster-up
+test: deps install lint cluster-up
 	source cluster/env.sh && time $(BIN)/pytest tests
 
 demo: install cluster-up

@@ -1,0 +1,441 @@
+"""Pure PromQL for the scaling tick: the fixed query set, and its answers turned into signals.
+
+One tick sends the same ten queries whatever the number of InferenceServices: one per
+signal (TTFT has two, measured for vLLM and derived for TGI) and one for freshness, each
+aggregated `by (namespace, service)`, so one answer covers every service. vLLM, TGI and
+DCGM feed the same signal names. Nothing here talks to a server; `metrics` sends the
+queries and hands the answers back to `parse_signals`.
+
+Freshness: every sample of one scrape carries the scrape's time, so one timestamp per
+source (the engine's waiting gauge, DCGM's utilisation) dates all the signals from it;
+per service it is the oldest replica's. A signal older than `max_sample_age_seconds`, or
+whose source has no timestamp (its target died: gauges vanish at once, but rate() and
+histogram_quantile() keep answering from the window), is stale and not used.
+
+Metric names, read in the engines' sources (bump these notes with DEFAULT_IMAGES in api):
+
+vLLM, `vllm/v1/metrics/loggers.py` (PrometheusStatLogger; the V0 `vllm/engine/metrics.py`
+uses the same names). Read at v0.8 (V1 engine), v0.10, v0.11 (our default image, v0.11.0)
+and main (0.12 development). Every series carries `model_name` and `engine` labels.
+  vllm:num_requests_waiting          gauge
+  vllm:num_requests_running          gauge
+  vllm:kv_cache_usage_perc           gauge, 0..1; new in 0.9.2
+  vllm:gpu_cache_usage_perc          gauge, 0..1; the same value under its old name, deprecated
+                                     in 0.9.2, hidden from 0.11 (--show-hidden-metrics-for-version
+                                     =0.10 brings it back) and gone after; both are read
+  vllm:time_to_first_token_seconds   histogram, buckets 0.001 .. 2560 s
+  vllm:request_success_total         counter, one series per `finished_reason`
+  vllm:prompt_tokens_total           counter
+  vllm:generation_tokens_total       counter
+
+TGI, `router/src/server.rs` and `backends/v3/src/{queue,backend}.rs`, read at 2.x and 3.x
+(our default image is 3.3.4). TGI exports through the Rust metrics-exporter-prometheus:
+counters have no `_total` suffix, and every `*_duration` histogram has 35 geometric buckets
+0.0001 s x 1.5^k (k = 1..35). Request histograms are recorded when a request finishes.
+  tgi_queue_size                     gauge, requests waiting
+  tgi_batch_current_size             gauge, requests in the running batch
+  tgi_request_queue_duration         histogram, seconds from arrival to joining a batch
+  tgi_batch_inference_duration       histogram per batch, label method="prefill"|"decode"
+  tgi_request_success                counter
+  tgi_request_input_length           histogram of prompt tokens per request
+  tgi_request_generated_tokens       histogram of generated tokens per request
+TGI exports no time-to-first-token histogram and no KV-cache gauge. p95 TTFT is derived as
+p95(queue duration) + p95(prefill batch duration), the same sum TGI's own Grafana
+dashboard (assets/tgi_grafana.json, "Time to first token") shows. It is an approximation:
+it leaves out validation and tokenisation, the queue histogram lags (requests record it
+when they finish), and a sum of two p95s is not the p95 of the sum (it is usually a little
+higher, so it errs towards scaling up). Signals built from it say `ttft_derived=True`.
+
+DCGM exporter, `internal/pkg/transformation/const.go` (3.x, 4.x): DCGM_FI_DEV_GPU_UTIL is a
+gauge in percent (0..100) per GPU with `gpu`, `UUID`, `device`, `modelName`, `Hostname`, and
+with its Kubernetes mapping on, the `pod`, `namespace` and `container` using the GPU
+(`pod_name`/`pod_namespace` with --use-old-namespace; `exported_pod`/`exported_namespace`
+when scraped without honor_labels). It is joined to a service through the engine pods'
+own series, so the engine scrape must carry the pod name in a `pod` label as well as
+`namespace` and `service` (see QueryOptions).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# --- metric names -------------------------------------------------------------------
+
+VLLM_WAITING = "vllm:num_requests_waiting"
+VLLM_RUNNING = "vllm:num_requests_running"
+VLLM_KV_CACHE = "vllm:kv_cache_usage_perc"
+VLLM_KV_CACHE_OLD = "vllm:gpu_cache_usage_perc"
+VLLM_TTFT = "vllm:time_to_first_token_seconds"
+VLLM_REQUEST_SUCCESS = "vllm:request_success_total"
+VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
+VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
+
+TGI_QUEUE_SIZE = "tgi_queue_size"
+TGI_BATCH_SIZE = "tgi_batch_current_size"
+TGI_QUEUE_DURATION = "tgi_request_queue_duration"
+TGI_BATCH_INFERENCE_DURATION = "tgi_batch_inference_duration"
+TGI_REQUEST_SUCCESS = "tgi_request_success"
+TGI_INPUT_LENGTH = "tgi_request_input_length"
+TGI_GENERATED_TOKENS = "tgi_request_generated_tokens"
+
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+
+PREFILL = '{method="prefill"}'
+
+# The label the freshness query adds to say which scrape a timestamp is of.
+SOURCE_LABEL = "source"
+
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+class Signal(StrEnum):
+    """A per-service signal; the value is the ServiceSignals field that holds it."""
+
+    QUEUE_DEPTH = "queue_depth"
+    RUNNING_REQUESTS = "running_requests"
+    KV_CACHE_USAGE = "kv_cache_usage"
+    TTFT_P95_SECONDS = "ttft_p95_seconds"
+    REQUEST_RATE = "request_rate"
+    PROMPT_TOKENS_RATE = "prompt_tokens_rate"
+    GENERATION_TOKENS_RATE = "generation_tokens_rate"
+    GPU_UTILIZATION_PERCENT = "gpu_utilization_percent"
+
+
+class Source(StrEnum):
+    """Where a signal's samples are scraped from; all of one pod's samples share a scrape time."""
+
+    ENGINE = "engine"
+    DCGM = "dcgm"
+
+
+ServiceKey = tuple[str, str]
+"""(namespace, InferenceService name)."""
+
+
+class QueryOptions(BaseModel):
+    """What the queries look at: the window, the quantile, and the label names Prometheus uses."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    window_seconds: Annotated[
+        int, Field(ge=2, le=3600, description="Range of rate() and of the TTFT histogram; a few scrape intervals.")
+    ] = 120
+    ttft_quantile: Annotated[float, Field(gt=0, lt=1, description="Quantile of TTFT reported.")] = 0.95
+    max_sample_age_seconds: Annotated[
+        float, Field(gt=0, le=3600, description="A signal whose oldest sample is older than this is stale.")
+    ] = 60.0
+    namespace_label: str = "namespace"
+    service_label: str = "service"
+    pod_label: str = "pod"
+    dcgm_namespace_label: str = "namespace"
+    dcgm_pod_label: str = "pod"
+
+    @field_validator("namespace_label", "service_label", "pod_label", "dcgm_namespace_label", "dcgm_pod_label")
+    @classmethod
+    def _label_name(cls, value: str) -> str:
+        if not _LABEL_NAME.match(value) or value.startswith("__"):
+            raise ValueError(
+                f"{value!r} is not a Prometheus label name: use letters, digits and '_', "
+                "not starting with a digit or '__'"
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class SignalQuery:
+    """One PromQL instant query of the tick. `signal` is None for the freshness query."""
+
+    name: str
+    signal: Signal | None
+    promql: str
+
+
+# Query names besides the signals' own.
+TTFT_DERIVED = "ttft_p95_seconds_derived"
+FRESHNESS = "freshness"
+
+
+class _PromQL:
+    """Builds the query text for one set of options."""
+
+    def __init__(self, options: QueryOptions) -> None:
+        self.o = options
+        self.window = f"{options.window_seconds}s"
+        self.by = f"{options.namespace_label}, {options.service_label}"
+
+    # Selectors carry no `service!=""` matcher: in Prometheus that matcher merges the
+    # postings of every service, for every selector, which costs more than it saves.
+    # Series without the label fall into a group with no service and are dropped when
+    # parsed.
+
+    def rate(self, metric: str) -> str:
+        return f"rate({metric}[{self.window}])"
+
+    def quantile(self, histogram: str, matcher: str = "") -> str:
+        buckets = self.rate(f"{histogram}_bucket{matcher}")
+        return f"histogram_quantile({self.o.ttft_quantile}, sum by ({self.by}, le) ({buckets}))"
+
+    def sum_by(self, expr: str) -> str:
+        return f"sum by ({self.by}) ({expr})"
+
+    def engine_pods(self) -> str:
+        """One series (value 1) per engine pod, carrying its namespace, pod and service."""
+        o = self.o
+        return f"group by ({o.namespace_label}, {o.pod_label}, {o.service_label}) ({VLLM_RUNNING} or {TGI_QUEUE_SIZE})"
+
+    def to_service(self, dcgm: str) -> str:
+        """DCGM per-GPU series (values kept) labelled with the service of the pod using the GPU."""
+        o = self.o
+        if o.dcgm_pod_label != o.pod_label:
+            dcgm = f'label_replace({dcgm}, "{o.pod_label}", "$1", "{o.dcgm_pod_label}", "(.+)")'
+        if o.dcgm_namespace_label != o.namespace_label:
+            dcgm = f'label_replace({dcgm}, "{o.namespace_label}", "$1", "{o.dcgm_namespace_label}", "(.+)")'
+        # group_left copies the service label from the engine pod (replacing, e.g., the
+        # `service` a ServiceMonitor puts on the exporter's own series).
+        return f"{dcgm} * on ({o.namespace_label}, {o.pod_label}) group_left ({o.service_label}) {self.engine_pods()}"
+
+    def dcgm_selector(self) -> str:
+        return f'{DCGM_GPU_UTIL}{{{self.o.dcgm_pod_label}!=""}}'
+
+    # -- the queries ------------------------------------------------------------------
+
+    def queries(self) -> list[SignalQuery]:
+        o = self.o
+        # Within one pod, `a or b` keeps a: series are matched on all labels but the name.
+        # Across pods nothing matches, so vLLM and TGI replicas of a service add up.
+        values = {
+            Signal.QUEUE_DEPTH: self.sum_by(f"{VLLM_WAITING} or {TGI_QUEUE_SIZE}"),
+            Signal.RUNNING_REQUESTS: self.sum_by(f"{VLLM_RUNNING} or {TGI_BATCH_SIZE}"),
+            # Prefer the new name where a pod exports both (vLLM 0.9.2 - 0.10).
+            Signal.KV_CACHE_USAGE: f"avg by ({self.by}) ({VLLM_KV_CACHE} or {VLLM_KV_CACHE_OLD})",
+            Signal.TTFT_P95_SECONDS: self.quantile(VLLM_TTFT),
+            Signal.REQUEST_RATE: self.sum_by(f"{self.rate(VLLM_REQUEST_SUCCESS)} or {self.rate(TGI_REQUEST_SUCCESS)}"),
+            Signal.PROMPT_TOKENS_RATE: self.sum_by(
+                f"{self.rate(VLLM_PROMPT_TOKENS)} or {self.rate(f'{TGI_INPUT_LENGTH}_sum')}"
+            ),
+            Signal.GENERATION_TOKENS_RATE: self.sum_by(
+                f"{self.rate(VLLM_GENERATION_TOKENS)} or {self.rate(f'{TGI_GENERATED_TOKENS}_sum')}"
+            ),
+            Signal.GPU_UTILIZATION_PERCENT: (
+                f"avg by ({o.namespace_label}, {o.service_label}) ({self.to_service(self.dcgm_selector())})"
+            ),
+        }
+        queries = [SignalQuery(signal.value, signal, promql) for signal, promql in values.items()]
+        # TGI's TTFT is its own query, so Prometheus can evaluate it alongside vLLM's.
+        derived = f"{self.quantile(TGI_QUEUE_DURATION)} + {self.quantile(TGI_BATCH_INFERENCE_DURATION, PREFILL)}"
+        queries.insert(4, SignalQuery(TTFT_DERIVED, Signal.TTFT_P95_SECONDS, derived))
+        queries.append(SignalQuery(FRESHNESS, None, self.freshness()))
+        return queries
+
+    def freshness(self) -> str:
+        """Per service and source, the timestamp of the oldest replica's latest scrape.
+
+        Every sample of one scrape carries the scrape's time, so one gauge per engine
+        stands for all of that engine's series (and DCGM's for GPU utilisation). When a
+        target dies its gauges go at once, while rate() and histogram_quantile() keep
+        answering from the window; the missing timestamp is what marks those stale.
+        timestamp() gives a sample's own time only when applied straight to a selector.
+        """
+        engine = f"min by ({self.by}) (timestamp({VLLM_WAITING}) or timestamp({TGI_QUEUE_SIZE}))"
+        dcgm = f"min by ({self.by}) ({self.to_service(f'timestamp({self.dcgm_selector()})')})"
+        return (
+            f'label_replace({engine}, "{SOURCE_LABEL}", "{Source.ENGINE}", "", "") or '
+            f'label_replace({dcgm}, "{SOURCE_LABEL}", "{Source.DCGM}", "", "")'
+        )
+
+
+SIGNAL_SOURCES: dict[Signal, Source] = {
+    signal: Source.DCGM if signal is Signal.GPU_UTILIZATION_PERCENT else Source.ENGINE for signal in Signal
+}
+
+
+def build_queries(options: QueryOptions | None = None) -> tuple[SignalQuery, ...]:
+    """The tick's fixed query set for all services: the signals' queries plus one for freshness."""
+    return tuple(_PromQL(options or QueryOptions()).queries())
+
+
+# --- results ------------------------------------------------------------------------
+
+
+class ServiceSignals(BaseModel):
+    """What Prometheus says about one InferenceService at one tick.
+
+    A value is set only when it can be used: a signal with no series, a NaN or an
+    infinite value is None and listed in `missing`; one whose samples are older than the
+    allowed age (or gone, leaving only a rate over an old window) is None and listed in
+    `stale`. `observed_at` holds, per signal, when its source was scraped, for the
+    service's least recently scraped replica.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespace: str
+    service: str
+    sampled_at: Annotated[datetime, Field(description="Evaluation time of the tick's queries.")]
+    queue_depth: Annotated[float | None, Field(description="Requests waiting, summed over replicas.")] = None
+    running_requests: Annotated[float | None, Field(description="Requests running, summed over replicas.")] = None
+    kv_cache_usage: Annotated[float | None, Field(description="KV-cache usage 0..1, mean over replicas (vLLM).")] = None
+    ttft_p95_seconds: Annotated[
+        float | None, Field(description="p95 (QueryOptions.ttft_quantile) time to first token over the window.")
+    ] = None
+    ttft_derived: Annotated[
+        bool | None, Field(description="True when TTFT is derived (TGI: queue + prefill), None without TTFT.")
+    ] = None
+    request_rate: Annotated[float | None, Field(description="Requests finished per second.")] = None
+    prompt_tokens_rate: Annotated[float | None, Field(description="Prompt tokens per second.")] = None
+    generation_tokens_rate: Annotated[float | None, Field(description="Generated tokens per second.")] = None
+    gpu_utilization_percent: Annotated[
+        float | None, Field(description="DCGM GPU utilisation 0..100, mean over the service's GPUs.")
+    ] = None
+    observed_at: dict[Signal, datetime] = Field(default_factory=dict)
+    missing: frozenset[Signal] = frozenset()
+    stale: frozenset[Signal] = frozenset()
+
+    @property
+    def key(self) -> ServiceKey:
+        return (self.namespace, self.service)
+
+    def value(self, signal: Signal) -> float | None:
+        result = getattr(self, signal.value)
+        return None if result is None else float(result)
+
+    def scraped_at(self, source: Source) -> datetime | None:
+        """When the service's least recently scraped replica was scraped from `source`, if known."""
+        for signal, from_source in SIGNAL_SOURCES.items():
+            if from_source is source and signal in self.observed_at:
+                return self.observed_at[signal]
+        return None
+
+    def age_seconds(self, signal: Signal) -> float | None:
+        """Seconds between the oldest sample behind the signal and the tick, if known."""
+        observed = self.observed_at.get(signal)
+        return None if observed is None else (self.sampled_at - observed).total_seconds()
+
+    def problems(self, signals: Iterable[Signal] | None = None) -> list[str]:
+        """One phrase per unusable signal (of those asked about), for reasons and messages."""
+        phrases = []
+        for signal in signals if signals is not None else Signal:
+            if signal in self.stale:
+                age = self.age_seconds(signal)
+                when = f"last sampled {age:.0f}s ago" if age is not None else "its series are gone"
+                phrases.append(f"{signal.value} is stale ({when})")
+            elif signal in self.missing:
+                phrases.append(f"{signal.value} is missing")
+        return phrases
+
+    @classmethod
+    def nothing_observed(cls, namespace: str, service: str, *, sampled_at: datetime) -> ServiceSignals:
+        """Signals for a service Prometheus has no series for: every signal missing."""
+        return cls(namespace=namespace, service=service, sampled_at=sampled_at, missing=frozenset(Signal))
+
+
+def _number(raw: Any) -> float:
+    """A sample value as Prometheus sends it ("1.5", "NaN", "+Inf"); NaN when unreadable."""
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _samples(
+    result: Sequence[Mapping[str, Any]], options: QueryOptions
+) -> Iterable[tuple[ServiceKey, Mapping[str, str], float]]:
+    """(key, labels, value) for each sample of an instant-vector result that names a service."""
+    if not isinstance(result, Sequence):
+        raise ValueError(f"expected an instant vector (a list of samples), got {type(result).__name__}")
+    for sample in result:
+        if not isinstance(sample, Mapping):
+            raise ValueError(f"expected an instant vector sample (an object), got {sample!r:.80}")
+        labels = sample.get("metric") or {}
+        value = sample.get("value") or (None, None)
+        namespace = labels.get(options.namespace_label)
+        service = labels.get(options.service_label)
+        if not namespace or not service:
+            continue
+        yield (namespace, service), labels, _number(value[1] if len(value) > 1 else None)
+
+
+def parse_signals(
+    results: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    sampled_at: datetime,
+    options: QueryOptions | None = None,
+) -> dict[ServiceKey, ServiceSignals]:
+    """Turn the answers to build_queries() (by query name) into signals per (namespace, service).
+
+    `results[name]` is the `data.result` list of Prometheus' instant-query answer. Series
+    without a namespace or service label are ignored. Services that appear in no answer
+    are not in the returned dict (see ServiceSignals.nothing_observed).
+    """
+    options = options or QueryOptions()
+    if sampled_at.tzinfo is None:
+        raise ValueError("sampled_at must be timezone-aware (e.g. datetime.now(UTC))")
+
+    values: dict[ServiceKey, dict[Signal, float]] = {}
+    derived: dict[ServiceKey, bool] = {}
+    scraped: dict[ServiceKey, dict[Source, datetime]] = {}
+    seen: set[ServiceKey] = set()
+
+    for name, result in results.items():
+        if name == FRESHNESS:
+            continue
+        signal = Signal.TTFT_P95_SECONDS if name == TTFT_DERIVED else Signal(name)
+        for key, _, number in _samples(result, options):
+            seen.add(key)
+            if not math.isfinite(number):
+                continue
+            current = values.setdefault(key, {})
+            if signal is Signal.TTFT_P95_SECONDS:
+                # Both TTFTs exist only while a service moves between engines: report the worse.
+                if signal not in current or number > current[signal]:
+                    current[signal] = number
+                    derived[key] = name == TTFT_DERIVED
+            else:
+                current[signal] = number
+
+    for key, labels, number in _samples(results.get(FRESHNESS, []), options):
+        seen.add(key)
+        try:
+            source = Source(labels.get(SOURCE_LABEL, ""))
+        except ValueError:
+            continue
+        if math.isfinite(number):
+            scraped.setdefault(key, {})[source] = datetime.fromtimestamp(number, UTC)
+
+    signals = {}
+    for key in sorted(seen):
+        fields: dict[str, Any] = {}
+        missing: set[Signal] = set()
+        stale: set[Signal] = set()
+        times = scraped.get(key, {})
+        observed = {signal: times[source] for signal, source in SIGNAL_SOURCES.items() if source in times}
+        for signal in Signal:
+            found = values.get(key, {}).get(signal)
+            when = observed.get(signal)
+            if found is None:
+                missing.add(signal)
+            elif when is None or (sampled_at - when).total_seconds() > options.max_sample_age_seconds:
+                stale.add(signal)
+            else:
+                fields[signal.value] = found
+        if Signal.TTFT_P95_SECONDS.value in fields:
+            fields["ttft_derived"] = derived[key]
+        signals[key] = ServiceSignals(
+            namespace=key[0],
+            service=key[1],
+            sampled_at=sampled_at,
+            observed_at=observed,
+            missing=frozenset(missing),
+            stale=frozenset(stale),
+            **fields,
+        )
+    return signals

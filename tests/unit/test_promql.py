@@ -1,0 +1,314 @@
+"""The tick's PromQL and the parsing of Prometheus' answers, with fixed answers and no server."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from inferscale.promql import (
+    FRESHNESS,
+    TTFT_DERIVED,
+    QueryOptions,
+    ServiceSignals,
+    Signal,
+    Source,
+    build_queries,
+    parse_signals,
+)
+from pydantic import ValidationError
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+T = NOW.timestamp()
+
+
+def sample(value: str, **labels: str) -> dict[str, Any]:
+    """One element of an instant-vector `data.result`, as Prometheus' JSON has it."""
+    return {"metric": labels, "value": [T, value]}
+
+
+def fresh(namespace: str, service: str, *, age: float = 1.0, sources: Any = Source) -> list[dict[str, Any]]:
+    """The freshness query's answer: when each source was last scraped for the service."""
+    return [sample(f"{T - age:.3f}", namespace=namespace, service=service, source=s.value) for s in sources]
+
+
+VLLM_CHAT: dict[str, list[dict[str, Any]]] = {
+    "queue_depth": [sample("4", namespace="team-a", service="chat")],
+    "running_requests": [sample("7", namespace="team-a", service="chat")],
+    "kv_cache_usage": [sample("0.5", namespace="team-a", service="chat")],
+    "ttft_p95_seconds": [sample("0.4875", namespace="team-a", service="chat")],
+    TTFT_DERIVED: [],
+    "request_rate": [sample("6.02", namespace="team-a", service="chat")],
+    "prompt_tokens_rate": [sample("601.5", namespace="team-a", service="chat")],
+    "generation_tokens_rate": [sample("300.7", namespace="team-a", service="chat")],
+    "gpu_utilization_percent": [sample("70", namespace="team-a", service="chat")],
+    FRESHNESS: fresh("team-a", "chat"),
+}
+
+
+def parse(results: dict[str, list[dict[str, Any]]], **options: Any) -> dict[tuple[str, str], ServiceSignals]:
+    return parse_signals(results, sampled_at=NOW, options=QueryOptions(**options))
+
+
+def queries(**options: Any) -> dict[str, str]:
+    return {q.name: q.promql for q in build_queries(QueryOptions(**options))}
+
+
+# --- queries ------------------------------------------------------------------------
+
+
+def test_a_fixed_set_of_queries_each_covering_all_services() -> None:
+    built = build_queries()
+
+    assert [q.name for q in built] == [
+        "queue_depth",
+        "running_requests",
+        "kv_cache_usage",
+        "ttft_p95_seconds",
+        "ttft_p95_seconds_derived",
+        "request_rate",
+        "prompt_tokens_rate",
+        "generation_tokens_rate",
+        "gpu_utilization_percent",
+        "freshness",
+    ]
+    assert {q.signal for q in built} == {*Signal, None}
+    for query in built:
+        assert "by (namespace, service" in query.promql, query.name
+
+
+def test_vllm_and_tgi_feed_the_same_signals() -> None:
+    by_name = queries()
+
+    assert by_name["queue_depth"] == "sum by (namespace, service) (vllm:num_requests_waiting or tgi_queue_size)"
+    assert by_name["running_requests"] == (
+        "sum by (namespace, service) (vllm:num_requests_running or tgi_batch_current_size)"
+    )
+    assert by_name["request_rate"] == (
+        "sum by (namespace, service) (rate(vllm:request_success_total[120s]) or rate(tgi_request_success[120s]))"
+    )
+    assert by_name["prompt_tokens_rate"] == (
+        "sum by (namespace, service) (rate(vllm:prompt_tokens_total[120s]) or rate(tgi_request_input_length_sum[120s]))"
+    )
+    assert by_name["generation_tokens_rate"] == (
+        "sum by (namespace, service) "
+        "(rate(vllm:generation_tokens_total[120s]) or rate(tgi_request_generated_tokens_sum[120s]))"
+    )
+
+
+def test_ttft_is_measured_for_vllm_and_derived_for_tgi() -> None:
+    by_name = queries()
+
+    assert by_name["ttft_p95_seconds"] == (
+        "histogram_quantile(0.95, sum by (namespace, service, le) "
+        "(rate(vllm:time_to_first_token_seconds_bucket[120s])))"
+    )
+    assert by_name["ttft_p95_seconds_derived"] == (
+        "histogram_quantile(0.95, sum by (namespace, service, le) (rate(tgi_request_queue_duration_bucket[120s])))"
+        " + histogram_quantile(0.95, sum by (namespace, service, le) "
+        '(rate(tgi_batch_inference_duration_bucket{method="prefill"}[120s])))'
+    )
+
+
+def test_kv_cache_query_reads_both_vllm_names_preferring_the_new_one() -> None:
+    assert queries()["kv_cache_usage"] == (
+        "avg by (namespace, service) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)"
+    )
+
+
+def test_queries_follow_the_window_quantile_and_label_names() -> None:
+    by_name = queries(window_seconds=30, ttft_quantile=0.99, service_label="inferscale_io_service")
+
+    assert "[30s]" in by_name["request_rate"] and "[120s]" not in by_name["request_rate"]
+    assert by_name["ttft_p95_seconds"].startswith("histogram_quantile(0.99, ")
+    assert "by (namespace, inferscale_io_service)" in by_name["queue_depth"]
+    assert "min by (namespace, inferscale_io_service)" in by_name["freshness"]
+
+
+def test_gpu_query_joins_dcgm_to_engine_pods() -> None:
+    assert queries()["gpu_utilization_percent"] == (
+        'avg by (namespace, service) (DCGM_FI_DEV_GPU_UTIL{pod!=""} * on (namespace, pod) group_left (service) '
+        "group by (namespace, pod, service) (vllm:num_requests_running or tgi_queue_size))"
+    )
+
+
+def test_gpu_query_maps_dcgm_labels_exported_through_a_service_monitor() -> None:
+    gpu = queries(dcgm_namespace_label="exported_namespace", dcgm_pod_label="exported_pod")["gpu_utilization_percent"]
+
+    assert 'label_replace(DCGM_FI_DEV_GPU_UTIL{exported_pod!=""}, "pod", "$1", "exported_pod", "(.+)")' in gpu
+    assert '"namespace", "$1", "exported_namespace", "(.+)"' in gpu
+
+
+def test_freshness_takes_the_samples_own_timestamps_per_source() -> None:
+    freshness = queries()["freshness"]
+
+    # timestamp() of anything but a plain selector is the evaluation time, not the sample's.
+    assert (
+        "min by (namespace, service) (timestamp(vllm:num_requests_waiting) or timestamp(tgi_queue_size))" in freshness
+    )
+    assert "timestamp(vllm:num_requests_waiting or" not in freshness
+    assert 'timestamp(DCGM_FI_DEV_GPU_UTIL{pod!=""}) * on (namespace, pod) group_left (service)' in freshness
+    assert '"source", "engine"' in freshness and '"source", "dcgm"' in freshness
+
+
+@pytest.mark.parametrize("field", ["service_label", "namespace_label", "pod_label", "dcgm_pod_label"])
+@pytest.mark.parametrize("bad", ["inferscale.io/service", "9lives", "__name__", 'a"b'])
+def test_label_names_that_would_break_the_query_are_refused(field: str, bad: str) -> None:
+    with pytest.raises(ValidationError, match="is not a Prometheus label name"):
+        QueryOptions(**{field: bad})
+
+
+# --- parsing ------------------------------------------------------------------------
+
+
+def test_vllm_answers_become_signals() -> None:
+    chat = parse(VLLM_CHAT)[("team-a", "chat")]
+
+    assert chat == ServiceSignals(
+        namespace="team-a",
+        service="chat",
+        sampled_at=NOW,
+        queue_depth=4,
+        running_requests=7,
+        kv_cache_usage=0.5,
+        ttft_p95_seconds=0.4875,
+        ttft_derived=False,
+        request_rate=6.02,
+        prompt_tokens_rate=601.5,
+        generation_tokens_rate=300.7,
+        gpu_utilization_percent=70,
+        observed_at={signal: NOW - timedelta(seconds=1) for signal in Signal},
+    )
+    assert chat.key == ("team-a", "chat")
+    assert chat.age_seconds(Signal.QUEUE_DEPTH) == pytest.approx(1.0)
+    assert chat.problems() == []
+
+
+def test_tgi_ttft_is_marked_derived_and_its_missing_kv_cache_is_missing() -> None:
+    results = {
+        "queue_depth": [sample("6", namespace="b", service="tgi")],
+        "ttft_p95_seconds": [],
+        TTFT_DERIVED: [sample("0.61", namespace="b", service="tgi")],
+        FRESHNESS: fresh("b", "tgi", sources=[Source.ENGINE]),
+    }
+    tgi = parse(results)[("b", "tgi")]
+
+    assert tgi.ttft_p95_seconds == 0.61
+    assert tgi.ttft_derived is True
+    assert tgi.kv_cache_usage is None
+    assert Signal.KV_CACHE_USAGE in tgi.missing
+
+
+def test_a_service_moving_between_engines_reports_the_worse_ttft() -> None:
+    results = {
+        "ttft_p95_seconds": [sample("0.4", namespace="b", service="s")],
+        TTFT_DERIVED: [sample("0.9", namespace="b", service="s")],
+        FRESHNESS: fresh("b", "s"),
+    }
+    signals = parse(results)[("b", "s")]
+
+    assert (signals.ttft_p95_seconds, signals.ttft_derived) == (0.9, True)
+
+
+@pytest.mark.parametrize("raw", ["NaN", "+Inf", "-Inf", "not a number"])
+def test_nan_and_infinite_values_are_missing(raw: str) -> None:
+    results = {**VLLM_CHAT, "ttft_p95_seconds": [sample(raw, namespace="team-a", service="chat")]}
+    chat = parse(results)[("team-a", "chat")]
+
+    assert chat.ttft_p95_seconds is None and chat.ttft_derived is None
+    assert chat.missing == {Signal.TTFT_P95_SECONDS}
+    assert chat.problems() == ["ttft_p95_seconds is missing"]
+
+
+def test_absent_series_are_missing() -> None:
+    results = {
+        "queue_depth": [sample("2", namespace="c", service="partial")],
+        FRESHNESS: fresh("c", "partial", sources=[Source.ENGINE]),
+    }
+    partial = parse(results)[("c", "partial")]
+
+    assert partial.queue_depth == 2
+    assert partial.missing == set(Signal) - {Signal.QUEUE_DEPTH}
+    assert partial.stale == frozenset()
+
+
+def test_samples_older_than_the_allowed_age_are_stale_and_not_used() -> None:
+    results = {**VLLM_CHAT, FRESHNESS: fresh("team-a", "chat", age=95)}
+    chat = parse(results, max_sample_age_seconds=60)[("team-a", "chat")]
+
+    assert chat.stale == set(Signal)
+    assert chat.queue_depth is None and chat.ttft_p95_seconds is None and chat.ttft_derived is None
+    assert chat.age_seconds(Signal.QUEUE_DEPTH) == pytest.approx(95)
+    assert chat.problems([Signal.QUEUE_DEPTH]) == ["queue_depth is stale (last sampled 95s ago)"]
+
+
+def test_each_source_has_its_own_age() -> None:
+    results = {
+        **VLLM_CHAT,
+        FRESHNESS: fresh("team-a", "chat", sources=[Source.ENGINE])
+        + fresh("team-a", "chat", age=300, sources=[Source.DCGM]),
+    }
+    chat = parse(results)[("team-a", "chat")]
+
+    assert chat.stale == {Signal.GPU_UTILIZATION_PERCENT}
+    assert chat.gpu_utilization_percent is None
+    assert chat.queue_depth == 4
+    assert chat.scraped_at(Source.ENGINE) == NOW - timedelta(seconds=1)
+    assert chat.scraped_at(Source.DCGM) == NOW - timedelta(seconds=300)
+
+
+def test_values_whose_scrapes_are_gone_are_stale() -> None:
+    # After a target dies, rate() still answers for a window, but timestamp() finds nothing.
+    results = {**VLLM_CHAT, FRESHNESS: fresh("team-a", "chat", sources=[Source.DCGM])}
+    chat = parse(results)[("team-a", "chat")]
+
+    assert chat.request_rate is None
+    assert Signal.REQUEST_RATE in chat.stale
+    assert "request_rate is stale (its series are gone)" in chat.problems()
+    assert chat.gpu_utilization_percent == 70
+
+
+def test_series_without_namespace_or_service_are_ignored() -> None:
+    results = {
+        "queue_depth": [
+            sample("50", namespace="team-a"),
+            sample("50", service="orphan"),
+            sample("50", namespace="team-a", service=""),
+            sample("3", namespace="team-a", service="chat"),
+        ],
+    }
+
+    assert list(parse(results)) == [("team-a", "chat")]
+
+
+def test_a_service_seen_only_in_freshness_is_reported_with_everything_missing() -> None:
+    signals = parse({FRESHNESS: fresh("a", "s", sources=[Source.ENGINE])})[("a", "s")]
+
+    assert signals.missing == set(Signal)
+    assert signals.observed_at[Signal.QUEUE_DEPTH] == NOW - timedelta(seconds=1)
+    assert Signal.GPU_UTILIZATION_PERCENT not in signals.observed_at
+
+
+def test_nothing_observed_marks_every_signal_missing() -> None:
+    signals = ServiceSignals.nothing_observed("a", "s", sampled_at=NOW)
+
+    assert signals.missing == set(Signal)
+    assert all(signals.value(signal) is None for signal in Signal)
+    assert signals.scraped_at(Source.ENGINE) is None
+    assert len(signals.problems()) == len(Signal)
+
+
+def test_labels_are_read_under_the_configured_names() -> None:
+    results = {"queue_depth": [sample("3", ns="team-a", isvc="chat")]}
+
+    assert list(parse(results, namespace_label="ns", service_label="isvc")) == [("team-a", "chat")]
+
+
+def test_sampled_at_must_carry_a_timezone() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        parse_signals(VLLM_CHAT, sampled_at=NOW.replace(tzinfo=None))
+
+
+def test_an_answer_that_is_not_an_instant_vector_is_refused() -> None:
+    with pytest.raises(ValueError, match="instant vector"):
+        parse_signals({"queue_depth": [T, "1"]}, sampled_at=NOW)  # a scalar's shape
