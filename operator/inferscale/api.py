@@ -359,6 +359,16 @@ class InferenceServiceStatus(Model):
     endpoint: Annotated[str | None, Field(description="In-cluster OpenAI-compatible base URL.")] = None
     signals: Signals | None = None
     last_decision: LastDecision | None = None
+    last_scale_time: Annotated[datetime | None, Field(description="When the operator last changed the replicas.")] = (
+        None
+    )
+    autoscaler: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="The scaling policy's memory (recommendation windows), so a restart resumes without a flap.",
+            json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+        ),
+    ] = None
     conditions: Annotated[
         list[Condition],
         Field(

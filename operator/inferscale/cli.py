@@ -6,12 +6,25 @@ import argparse
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 
 def _run_operator(args: argparse.Namespace) -> int:
     import kopf
 
     import inferscale.handlers  # noqa: F401  (registers the handlers with kopf)
+    from inferscale.config import OperatorConfig
 
+    overrides = {
+        "prometheus_url": args.prometheus_url,
+        "tick_seconds": args.tick_seconds,
+        "metrics_port": args.metrics_port,
+    }
+    try:
+        config = OperatorConfig(**{key: value for key, value in overrides.items() if value is not None})
+    except ValidationError as error:
+        print(f"inferscale: invalid operator configuration: {error}", file=sys.stderr)
+        return 2
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
     namespaces = args.namespace or []
     kopf.run(
@@ -19,6 +32,7 @@ def _run_operator(args: argparse.Namespace) -> int:
         namespaces=namespaces,
         standalone=True,
         liveness_endpoint=args.liveness,
+        memo=kopf.Memo(config=config),
     )
     return 0
 
@@ -50,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--namespace", "-n", action="append", help="watch only this namespace (repeatable); default: all")
     run.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     run.add_argument("--liveness", default=None, help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz")
+    run.add_argument("--prometheus-url", help="Prometheus base URL (env INFERSCALE_PROMETHEUS_URL); unset: no scaling")
+    run.add_argument("--tick-seconds", type=float, help="scaling tick period (env INFERSCALE_TICK_SECONDS, default 15)")
+    run.add_argument("--metrics-port", type=int, help="serve the operator's own metrics (env INFERSCALE_METRICS_PORT)")
     run.set_defaults(func=_run_operator)
 
     crd_cmd = commands.add_parser("crd", help="the InferenceService CRD").add_subparsers(dest="action", required=True)

@@ -33,6 +33,7 @@ _KEPT_KEYS = {
     "x-kubernetes-validations",
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
+    "x-kubernetes-preserve-unknown-fields",
 }
 
 

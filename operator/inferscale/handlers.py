@@ -5,17 +5,25 @@ record status. Children carry owner references, so deleting an InferenceService 
 Kubernetes' garbage collector remove them, with no finalizer to block the deletion
 while the operator is down. A watch on the children's Deployments keeps the ready
 counts and the Ready condition current.
+
+Scaling is one operator-wide loop (started at start-up), not a timer per object: every
+tick it runs one fixed set of PromQL queries for all InferenceServices, reads the
+Deployments and pods from in-memory indexes, asks the pure policy for each service
+(`autoscaler.plan_service`) and applies the plans.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+from prometheus_client import start_http_server
 
-from inferscale import render
+from inferscale import render, telemetry
 from inferscale.api import (
     GROUP,
     KIND,
@@ -28,18 +36,34 @@ from inferscale.api import (
     parse_name,
     parse_spec,
 )
+from inferscale.autoscaler import Plan, ServiceView, plan_service
+from inferscale.config import OperatorConfig
 from inferscale.kube import Kube, KubeError, NotFound
+from inferscale.metrics import MetricsError, PrometheusSignals
+from inferscale.promql import ServiceKey, ServiceSignals
+from inferscale.replicas import ReplicaCounts, classify
 from inferscale.status import READY, RECONCILED, condition_json, readiness, set_condition
 
 # Status writers, one field manager each (see Kube.apply_status).
 RECONCILER = "inferscale-reconciler"
 READINESS = "inferscale-readiness"
+AUTOSCALER = "inferscale-autoscaler"
+# Pods with the lowest cost are deleted first when a ReplicaSet scales down.
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+# API calls of one tick in flight at once.
+TICK_CONCURRENCY = 16
 SECRET_RETRY_SECONDS = 30
 _RECONCILER_FIELDS = ("observedGeneration", "desiredReplicas", "deploymentName", "endpoint")
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def configure(
+    *,
+    settings: kopf.OperatorSettings,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    **indexes: Any,
+) -> None:
     # Keep kopf's bookkeeping in annotations under our own prefix: the status schema is
     # strict, and users' status stays ours.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -48,6 +72,64 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     settings.watching.server_timeout = 300
     memo.kube = await asyncio.to_thread(Kube.from_environment)
+    config: OperatorConfig = memo.get("config") or OperatorConfig()
+    memo.config = config
+    if config.metrics_port:
+        start_http_server(config.metrics_port)
+    prometheus = config.prometheus()
+    if prometheus is None:
+        logger.warning("No Prometheus configured (INFERSCALE_PROMETHEUS_URL): reconciling only, not scaling")
+        return
+    signals = PrometheusSignals(prometheus, options=config.query_options())
+    memo.scaling_loop = asyncio.create_task(
+        _scaling_loop(
+            memo.kube,
+            signals,
+            config,
+            # kopf passes the live indexes below by their function names.
+            indexes["inferenceservices"],
+            indexes["engine_deployments"],
+            indexes["engine_pods"],
+            logger,
+        )
+    )
+    logger.info(f"Scaling every {config.tick_seconds:g}s from Prometheus at {prometheus.url}")
+
+
+@kopf.on.cleanup()
+async def stop_scaling(memo: kopf.Memo, **_: Any) -> None:
+    task = memo.get("scaling_loop")
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+# --- in-memory indexes the scaling tick reads (kept current by kopf's watches) ---------
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def inferenceservices(
+    *, namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[ServiceKey, dict[str, Any]]:
+    return {
+        (namespace or "", name): {
+            "metadata": dict(body["metadata"]),
+            "spec": dict(body["spec"]),
+            "status": dict(body.get("status") or {}),
+        }
+    }
+
+
+@kopf.index("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": render.MANAGED_BY})
+def engine_deployments(*, namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[ServiceKey, int]:
+    return {(namespace or "", name): int(spec.get("replicas") or 0)}
+
+
+@kopf.index("", "v1", "pods", labels={render.SERVICE_LABEL: kopf.PRESENT})
+def engine_pods(
+    *, namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
+) -> dict[ServiceKey, tuple[str, str]]:
+    return {(namespace or "", labels[render.SERVICE_LABEL]): (name, classify(body))}
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -186,3 +268,180 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
         # Event handlers are not retried; the Deployment's next change (or the next
         # resume) writes the counts again.
         logger.warning(f"Recording readiness of {KIND} {namespace}/{owner['name']} failed: {error}")
+
+
+# --- the scaling tick ------------------------------------------------------------------
+
+
+async def _scaling_loop(
+    kube: Kube,
+    signals: PrometheusSignals,
+    config: OperatorConfig,
+    isvcs: kopf.Index[ServiceKey, dict[str, Any]],
+    deployments: kopf.Index[ServiceKey, int],
+    pods: kopf.Index[ServiceKey, tuple[str, str]],
+    logger: kopf.Logger,
+) -> None:
+    try:
+        while True:
+            started = time.monotonic()
+            try:
+                await _tick(kube, signals, config, isvcs, deployments, pods, logger)
+            except Exception:
+                # A bug in one tick must not end scaling for good; the traceback is logged.
+                logger.exception("Scaling tick failed")
+            elapsed = time.monotonic() - started
+            telemetry.TICK_SECONDS.observe(elapsed)
+            await asyncio.sleep(max(0.0, config.tick_seconds - elapsed))
+    finally:
+        signals.close()
+
+
+def _views(
+    isvcs: kopf.Index[ServiceKey, dict[str, Any]],
+    deployments: kopf.Index[ServiceKey, int],
+    pods: kopf.Index[ServiceKey, tuple[str, str]],
+) -> Iterable[tuple[dict[str, Any], ServiceView]]:
+    """Every service the tick can act on: valid, reconciled, with a Deployment, not being deleted."""
+    for key, store in list(isvcs.items()):
+        for body in store:
+            meta = body["metadata"]
+            if meta.get("deletionTimestamp") or key not in deployments:
+                continue
+            try:
+                isvc = InferenceService(metadata=ObjectMeta.model_validate(meta), spec=parse_spec(body["spec"]))
+            except InvalidSpec:
+                continue  # reconcile reports it; nothing to scale
+            tally = {"ready": 0, "starting": 0, "pending": 0, "failing": 0, "terminating": 0}
+            for _, kind in pods.get(key, []):
+                tally[kind] += 1
+            replicas = next(iter(deployments[key]))
+            yield (
+                body,
+                ServiceView(
+                    isvc=isvc, status=body["status"], deployment_replicas=replicas, pods=ReplicaCounts(**tally)
+                ),
+            )
+
+
+async def _tick(
+    kube: Kube,
+    signals: PrometheusSignals,
+    config: OperatorConfig,
+    isvcs: kopf.Index[ServiceKey, dict[str, Any]],
+    deployments: kopf.Index[ServiceKey, int],
+    pods: kopf.Index[ServiceKey, tuple[str, str]],
+    logger: kopf.Logger,
+) -> None:
+    now = datetime.now(UTC)
+    views = list(_views(isvcs, deployments, pods))
+    if not views:
+        return
+    metrics_error: str | None = None
+    found: dict[ServiceKey, ServiceSignals] = {}
+    try:
+        found = await asyncio.to_thread(signals.fetch_all, now=now)
+    except MetricsError as error:
+        metrics_error = str(error)
+        telemetry.QUERY_ERRORS.labels(type(error).__name__).inc()
+        logger.warning(f"Holding replicas of every InferenceService: {error}")
+
+    plans = [
+        (
+            body,
+            view,
+            plan_service(
+                view,
+                found.get((view.isvc.metadata.namespace, view.isvc.metadata.name)),
+                metrics_error=metrics_error,
+                now=now,
+                stale_after=config.stale_after,
+                ttft_window=config.ttft_window,
+            ),
+        )
+        for body, view in views
+    ]
+    pod_load: dict[ServiceKey, dict[str, float]] = {}
+    if any(plan.scale_to is not None and plan.scale_to < plan.current_replicas for _, _, plan in plans):
+        try:
+            pod_load = await asyncio.to_thread(signals.pod_load, now=now)
+        except MetricsError as error:
+            logger.warning(f"Scaling down without per-pod load (pods leave in the ReplicaSet's order): {error}")
+
+    gate = asyncio.Semaphore(TICK_CONCURRENCY)
+
+    async def act(body: dict[str, Any], view: ServiceView, plan: Plan) -> None:
+        async with gate:
+            await _act(kube, body, view, plan, pod_load, pods, logger)
+
+    await asyncio.gather(*(act(body, view, plan) for body, view, plan in plans))
+
+
+async def _act(
+    kube: Kube,
+    body: dict[str, Any],
+    view: ServiceView,
+    plan: Plan,
+    pod_load: dict[ServiceKey, dict[str, float]],
+    pods: kopf.Index[ServiceKey, tuple[str, str]],
+    logger: kopf.Logger,
+) -> None:
+    namespace, name = view.isvc.metadata.namespace, view.isvc.metadata.name
+    key = (namespace, name)
+    decision = plan.decision
+    telemetry.DECISIONS.labels(namespace, name, decision.reason.value).inc()
+    telemetry.DESIRED_REPLICAS.labels(namespace, name).set(decision.replicas)
+    event_target = kopf.Body({"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": body["metadata"]})
+    try:
+        if plan.scale_to is not None:
+            if plan.scale_to < plan.current_replicas and key in pod_load:
+                await _set_deletion_costs(kube, namespace, pod_load[key], pods.get(key, []))
+            await asyncio.to_thread(
+                kube.merge_patch,
+                "apps/v1",
+                "Deployment",
+                namespace,
+                name,
+                {"spec": {"replicas": plan.scale_to}},
+                manager=AUTOSCALER,
+            )
+            direction = "up" if plan.scale_to > plan.current_replicas else "down"
+            telemetry.SCALE_EVENTS.labels(namespace, name, direction).inc()
+            change = f"from {plan.current_replicas} to {plan.scale_to}"
+            logger.info(f"Scaled Deployment {namespace}/{name} {change}: {decision.message}")
+        if _changed(view.status, plan.status):
+            await asyncio.to_thread(kube.apply_status, namespace, name, plan.status, manager=AUTOSCALER)
+    except NotFound:
+        return  # deleted during the tick
+    except KubeError as error:
+        logger.warning(f"Scaling {KIND} {namespace}/{name} failed, next tick retries: {error}")
+        return
+    for event in plan.events:
+        kopf.event(event_target, type=event.type, reason=event.reason, message=event.message)
+
+
+def _changed(status: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether applying `new` would change anything the autoscaler owns."""
+    current_conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    for key, value in new.items():
+        if key == "conditions":
+            if any(current_conditions.get(c["type"]) != c for c in value):
+                return True
+        elif status.get(key) != value:
+            return True
+    return False
+
+
+async def _set_deletion_costs(
+    kube: Kube, namespace: str, load: dict[str, float], pods: Iterable[tuple[str, str]]
+) -> None:
+    """Mark the pods with the fewest requests in flight to go first, so the drain is short."""
+    for pod, kind in pods:
+        if kind != "ready" or pod not in load:
+            continue
+        cost = str(round(load[pod]))
+        patch = {"metadata": {"annotations": {DELETION_COST: cost}}}
+        try:
+            await asyncio.to_thread(kube.merge_patch, "v1", "Pod", namespace, pod, patch, manager=AUTOSCALER)
+        except NotFound:
+            continue

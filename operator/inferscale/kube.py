@@ -24,6 +24,7 @@ REQUEST_TIMEOUT_SECONDS = 15
 
 _COLLECTIONS = {
     ("v1", "Service"): "/api/v1/namespaces/{namespace}/services/{name}",
+    ("v1", "Pod"): "/api/v1/namespaces/{namespace}/pods/{name}",
     ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
     ("policy/v1", "PodDisruptionBudget"): "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}",
     (f"{GROUP}/{VERSION}", KIND): f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}",
@@ -130,6 +131,20 @@ class Kube:
             "status": dict(status),
         }
         return self.apply(body, subresource="status", manager=manager)
+
+    def merge_patch(
+        self, api_version: str, kind: str, namespace: str, name: str, patch: Mapping[str, Any], *, manager: str
+    ) -> dict[str, Any]:
+        """A JSON merge patch (for single fields another manager also sets, e.g. replicas)."""
+        manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"namespace": namespace, "name": name}}
+        return self._call(
+            _path(manifest),
+            "PATCH",
+            what=_describe(manifest),
+            query=[("fieldManager", manager)],
+            content_type="application/merge-patch+json",
+            body=json.dumps(patch),
+        )
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
         manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"namespace": namespace, "name": name}}

@@ -31,7 +31,9 @@ from inferscale.promql import (
     Signal,
     SignalQuery,
     build_queries,
+    parse_pod_load,
     parse_signals,
+    pod_load_query,
 )
 
 __all__ = [
@@ -266,3 +268,12 @@ class PrometheusSignals:
             extra={"queries": len(self.queries), "services": len(signals), "seconds": time.monotonic() - started},
         )
         return signals
+
+    def pod_load(self, *, now: datetime) -> dict[ServiceKey, dict[str, float]]:
+        """Requests in flight per engine pod, for every service (one query); raises MetricsError."""
+        query = pod_load_query(self.options)
+        result = self.client.instant_query(query, at=now, timeout=self.client.config.timeout_seconds, name="pod_load")
+        try:
+            return parse_pod_load(result, self.options)
+        except ValueError as error:
+            raise QueryFailed(f"Unexpected answer from Prometheus: {error}", query=query) from None

@@ -439,3 +439,30 @@ def parse_signals(
             **fields,
         )
     return signals
+
+
+# --- per-pod load, asked only when some service scales down -----------------------
+
+
+def pod_load_query(options: QueryOptions | None = None) -> str:
+    """Requests in flight (running + waiting) per engine pod, for every service at once.
+
+    Asked at most once per tick, and only when a service scales down: the pods with the
+    least in flight get the lowest deletion cost, so they go first and drain fastest.
+    """
+    o = options or QueryOptions()
+    by = f"{o.namespace_label}, {o.service_label}, {o.pod_label}"
+    return f"sum by ({by}) ({VLLM_RUNNING} or {TGI_BATCH_SIZE}) + sum by ({by}) ({VLLM_WAITING} or {TGI_QUEUE_SIZE})"
+
+
+def parse_pod_load(
+    result: Sequence[Mapping[str, Any]], options: QueryOptions | None = None
+) -> dict[ServiceKey, dict[str, float]]:
+    """{(namespace, service): {pod: requests in flight}}; pods with a NaN value are left out."""
+    o = options or QueryOptions()
+    loads: dict[ServiceKey, dict[str, float]] = {}
+    for key, labels, value in _samples(result, o):
+        pod = labels.get(o.pod_label)
+        if pod and math.isfinite(value):
+            loads.setdefault(key, {})[pod] = value
+    return loads

@@ -312,3 +312,19 @@ def test_sampled_at_must_carry_a_timezone() -> None:
 def test_an_answer_that_is_not_an_instant_vector_is_refused() -> None:
     with pytest.raises(ValueError, match="instant vector"):
         parse_signals({"queue_depth": [T, "1"]}, sampled_at=NOW)  # a scalar's shape
+
+
+def test_pod_load_query_covers_every_service_in_one_query() -> None:
+    from inferscale.promql import parse_pod_load, pod_load_query
+
+    query = pod_load_query()
+    assert "sum by (namespace, service, pod)" in query
+    assert "vllm:num_requests_running" in query and "tgi_queue_size" in query
+    result = [
+        {"metric": {"namespace": "a", "service": "s", "pod": "p1"}, "value": [0, "3"]},
+        {"metric": {"namespace": "a", "service": "s", "pod": "p2"}, "value": [0, "0"]},
+        {"metric": {"namespace": "a", "service": "s", "pod": "p3"}, "value": [0, "NaN"]},
+        {"metric": {"namespace": "b", "service": "t", "pod": "q"}, "value": [0, "1.5"]},
+        {"metric": {"namespace": "b", "pod": "orphan"}, "value": [0, "9"]},
+    ]
+    assert parse_pod_load(result) == {("a", "s"): {"p1": 3.0, "p2": 0.0}, ("b", "t"): {"q": 1.5}}

@@ -1,0 +1,248 @@
+"""Pure: one scaling tick for one service, from what the operator knows to a plan.
+
+`handlers` gathers, once per tick and for every InferenceService at once, the parsed
+object, its Deployment's replica count, its pods (counted by `replicas`) and its
+Prometheus signals; `plan_service` turns them into a `Plan`: the policy's decision, the
+replica change to make (if any) and the status to record. Nothing here talks to a
+server, so the whole tick is tested with plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from inferscale.api import ConditionStatus, InferenceService
+from inferscale.policy import Decision, Limit, Memory, Observation, decide
+from inferscale.promql import ServiceSignals, Signal, Source
+from inferscale.replicas import ReplicaCounts
+from inferscale.status import condition_json, set_condition
+
+# Condition types the autoscaler owns.
+METRICS_AVAILABLE = "MetricsAvailable"
+SCALING_LIMITED = "ScalingLimited"
+REPLICAS_OVERRIDDEN = "ReplicasOverridden"
+
+# Status field holding the policy's memory, so a restart resumes without a flap.
+MEMORY_FIELD = "autoscaler"
+
+_LOAD_SIGNALS = (Signal.QUEUE_DEPTH, Signal.RUNNING_REQUESTS)
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    """What the operator knows of one service at the start of a tick."""
+
+    isvc: InferenceService
+    status: Mapping[str, Any]
+    deployment_replicas: int
+    pods: ReplicaCounts
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    decision: Decision
+    current_replicas: int
+    scale_to: int | None
+    status: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+
+
+def memory_from(status: Mapping[str, Any]) -> Memory:
+    """The remembered state in status; a missing or unreadable one starts afresh."""
+    try:
+        return Memory.model_validate(status.get(MEMORY_FIELD) or {})
+    except ValidationError:
+        return Memory()
+
+
+def observation(view: ServiceView, signals: ServiceSignals | None) -> Observation:
+    counts = view.pods
+    if signals is None:
+        return Observation(
+            current_replicas=view.deployment_replicas,
+            ready_replicas=counts.ready,
+            starting_replicas=counts.starting,
+            pending_replicas=counts.pending,
+        )
+    return Observation(
+        current_replicas=view.deployment_replicas,
+        ready_replicas=counts.ready,
+        starting_replicas=counts.starting,
+        pending_replicas=counts.pending,
+        queue_depth=signals.queue_depth,
+        running_requests=signals.running_requests,
+        ttft_p95_seconds=signals.ttft_p95_seconds,
+        kv_cache_usage=signals.kv_cache_usage,
+        gpu_utilization_percent=signals.gpu_utilization_percent,
+        metrics_at=signals.scraped_at(Source.ENGINE),
+        gpu_metrics_at=signals.scraped_at(Source.DCGM),
+    )
+
+
+def _metrics_condition(
+    signals: ServiceSignals | None, metrics_error: str | None, existing: list[Mapping[str, Any]], now: datetime
+) -> dict[str, Any]:
+    if metrics_error is not None:
+        state, reason, message = ConditionStatus.FALSE, "PrometheusUnavailable", f"{metrics_error}; replicas are held"
+    elif signals is None:
+        state, reason = ConditionStatus.FALSE, "NoSeries"
+        message = "Prometheus has no engine series for this service (not scraped yet, or no ready replica)"
+    elif problems := _problems(signals):
+        state, reason, message = ConditionStatus.FALSE, "SignalsIncomplete", "; ".join(problems)
+    else:
+        state, reason, message = (
+            ConditionStatus.TRUE,
+            "SignalsFresh",
+            "Queue depth, running requests and TTFT are fresh",
+        )
+    return condition_json(
+        set_condition(existing, type=METRICS_AVAILABLE, status=state, reason=reason, message=message, now=now)
+    )
+
+
+def _problems(signals: ServiceSignals) -> list[str]:
+    # An idle engine's TTFT histogram has no samples, so its p95 is NaN: only a problem
+    # while requests are in flight.
+    in_flight = (signals.queue_depth or 0) + (signals.running_requests or 0)
+    wanted = _LOAD_SIGNALS + ((Signal.TTFT_P95_SECONDS,) if in_flight > 0 else ())
+    return signals.problems(wanted)
+
+
+def _limited_condition(decision: Decision, existing: list[Mapping[str, Any]], now: datetime) -> dict[str, Any]:
+    if decision.limited_by is None:
+        state, reason, message = ConditionStatus.FALSE, "WithinLimits", "The replica count is not capped"
+    else:
+        state = ConditionStatus.TRUE
+        reason = "GPUCapacityReached" if decision.limited_by is Limit.GPU_CAPACITY else "AtMaxReplicas"
+        message = decision.message
+    return condition_json(
+        set_condition(existing, type=SCALING_LIMITED, status=state, reason=reason, message=message, now=now)
+    )
+
+
+def _signals_status(signals: ServiceSignals | None) -> dict[str, Any] | None:
+    if signals is None:
+        return None
+    values = {
+        "ttftP95Seconds": signals.ttft_p95_seconds,
+        "ttftDerived": signals.ttft_derived,
+        "queueDepth": signals.queue_depth,
+        "runningRequests": signals.running_requests,
+        "kvCacheUsage": signals.kv_cache_usage,
+        "gpuUtilizationPercent": signals.gpu_utilization_percent,
+        "requestRate": signals.request_rate,
+    }
+    # Three significant digits: enough to read, and a status write only when it matters.
+    out: dict[str, Any] = {k: (float(f"{v:.3g}") if isinstance(v, float) else v) for k, v in values.items()}
+    out = {k: v for k, v in out.items() if v is not None}
+    out["observedAt"] = signals.sampled_at.isoformat()
+    return out
+
+
+def plan_service(
+    view: ServiceView,
+    signals: ServiceSignals | None,
+    *,
+    metrics_error: str | None,
+    now: datetime,
+    stale_after: timedelta,
+    ttft_window: timedelta,
+) -> Plan:
+    """Decide one service's replicas for this tick and the status that records it."""
+    status, name = view.status, f"{view.isvc.metadata.namespace}/{view.isvc.metadata.name}"
+    existing = list(status.get("conditions") or [])
+    events: list[Event] = []
+    current = view.deployment_replicas
+
+    overridden = next((c for c in existing if c.get("type") == REPLICAS_OVERRIDDEN), None)
+    last_desired = status.get("desiredReplicas")
+    if last_desired is not None and int(last_desired) != current:
+        # Someone else (kubectl scale, another controller) changed the Deployment: say so
+        # and carry on from their count instead of silently undoing it.
+        message = (
+            f"Deployment {name} was scaled to {current} by someone other than inferscale "
+            f"(it wanted {last_desired}); scaling continues from {current}"
+        )
+        events.append(Event("Warning", "ReplicasChangedExternally", message))
+        overridden = condition_json(
+            set_condition(
+                existing,
+                type=REPLICAS_OVERRIDDEN,
+                status=ConditionStatus.TRUE,
+                reason="ChangedExternally",
+                message=message,
+                now=now,
+            )
+        )
+
+    decision = decide(
+        view.isvc.spec,
+        observation(view, None if metrics_error else signals),
+        memory_from(status),
+        now,
+        stale_after=stale_after,
+        ttft_window=ttft_window,
+    )
+    scale_to = decision.replicas if decision.replicas != current else None
+    if scale_to is not None:
+        events.append(
+            Event(
+                "Normal",
+                decision.reason.value,
+                f"Scaled Deployment {name} from {current} to {scale_to}: {decision.message}",
+            )
+        )
+        if overridden is not None:
+            overridden = condition_json(
+                set_condition(
+                    existing,
+                    type=REPLICAS_OVERRIDDEN,
+                    status=ConditionStatus.FALSE,
+                    reason="SetByInferscale",
+                    message=f"inferscale set the replicas to {scale_to}",
+                    now=now,
+                )
+            )
+
+    conditions = [
+        _metrics_condition(signals, metrics_error, existing, now),
+        _limited_condition(decision, existing, now),
+    ]
+    if overridden is not None:
+        conditions.append(dict(overridden))
+    last_decision = status.get("lastDecision") or {}
+    if (
+        last_decision.get("reason") != decision.reason.value
+        or scale_to is not None
+        or last_decision.get("message") != decision.message
+    ):
+        last_decision = {
+            "replicas": decision.replicas,
+            "reason": decision.reason.value,
+            "message": decision.message,
+            "time": now.isoformat(),
+        }
+    new_status: dict[str, Any] = {
+        "desiredReplicas": decision.replicas,
+        "lastDecision": last_decision,
+        MEMORY_FIELD: decision.memory.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "conditions": conditions,
+    }
+    if decision.memory.last_scale_time is not None:
+        new_status["lastScaleTime"] = decision.memory.last_scale_time.isoformat()
+    signals_status = _signals_status(signals)
+    if signals_status is not None:
+        new_status["signals"] = signals_status
+    return Plan(decision=decision, current_replicas=current, scale_to=scale_to, status=new_status, events=events)

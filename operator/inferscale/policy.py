@@ -1,0 +1,561 @@
+"""The scaling policy: a pure function from (spec, observation, memory, now) to a decision.
+
+`handlers` calls `decide` once per service per tick, and the loadgen fleet simulator calls
+it in simulated time, so it never reads the clock, the environment or a server. Whatever
+it must remember between ticks leaves in `Decision.memory`, which the operator keeps in
+the InferenceService status: a restart resumes from it instead of flapping.
+
+It only ever sets the number of replicas. The per-replica batch ceiling
+(`spec.maxConcurrency`) is pinned at the replica's latency knee and is an input, never an
+output: capacity comes from replicas.
+
+The rules, in the order `decide` applies them:
+
+1. Bounds. A Deployment outside [min, max] goes straight to the bound, whatever the
+   metrics say (`BelowMinReplicas`, `AboveMaxReplicas`).
+2. No data, no move. Queue depth and running requests must be present, finite and no
+   older than `stale_after`, else hold (`MetricsMissing`, `MetricsStale`). p95 TTFT may be
+   absent only while nothing is in flight (an idle engine's histogram has no samples, so
+   its quantile is NaN). GPU utilisation is optional: missing or stale, it is ignored.
+3. Up, fast, on evidence of trouble: p95 TTFT above the SLO (`SLOBreached`) or more
+   requests waiting than `queueDepthPerReplica` per ready replica, plus 10% tolerance
+   (`QueueGrowing`). Only ready replicas count as capacity. The target is the largest of
+   ready + 1, the in-flight requests spread at maxConcurrency + queueDepthPerReplica per
+   replica, and ready x TTFT / SLO; it moves at most `scaleUp.maxStepReplicas` per tick.
+   It does not add replicas while pods are Pending (`GPUCapacityReached`), at max
+   (`AtMaxReplicas`), or while replicas it added are still starting (`WaitingForStartingReplicas`;
+   after twice `coldStartSeconds` it stops waiting for them). A TTFT breach right after new
+   replicas became ready is not acted on until the p95 window (`ttft_window`) covers them
+   (`Stabilizing`): the window still holds the slow requests served before they came up.
+4. Down, slowly, with headroom. Without a breach the policy never adds replicas; it
+   removes them only when all of these hold: the load fits fewer replicas with each at 80%
+   of its concurrency ceiling and KV cache (and below 80% of the per-replica load at which
+   the SLO last broke, see `Memory.slo_knee_per_replica`); the change exceeds the 10%
+   tolerance; p95 TTFT is at most 80% of the SLO, the queue is within 80% of its target and
+   GPU utilisation is not above its target (else `InsufficientHeadroom`); the ready count
+   has not changed within `ttft_window`; and no higher count was recommended within the
+   `scaleDown.stabilizationSeconds` window (else `Stabilizing`). It then removes at most
+   `scaleDown.maxStepReplicas` (`ScaledDown`).
+5. Otherwise `Steady`, or `AtMinReplicas` when the load would allow fewer than min.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AwareDatetime, ConfigDict, Field
+
+from inferscale.api import GPU_RESOURCE, InferenceServiceSpec, Model
+
+# Relative change below which the policy does nothing: gauges jitter from scrape to scrape.
+TOLERANCE = 0.1
+# Scale down only while p95 TTFT and the queue are at most this fraction of their targets.
+HEADROOM = 0.8
+# After a scale-down each replica should run at most this fraction of its concurrency
+# ceiling and KV cache, so an ordinary burst does not queue at once.
+FILL = 0.8
+# Replicas added by a scale-up are waited for until this many times coldStartSeconds;
+# past that they are presumed stuck (image pull, crash loop) and no longer block scaling.
+STARTING_GRACE = 2
+# Bound on each remembered window, so the status stays small whatever the spec says.
+MAX_WINDOW_ENTRIES = 64
+DEFAULT_STALE_AFTER = timedelta(seconds=60)
+DEFAULT_TTFT_WINDOW = timedelta(seconds=60)
+# Largest replica count a formula may produce before clamping (keeps math.ceil finite).
+_HUGE = 1_000_000.0
+
+
+class Reason(StrEnum):
+    """Why a decision was taken; stable words usable as Event and condition reasons."""
+
+    SLO_BREACHED = "SLOBreached"
+    QUEUE_GROWING = "QueueGrowing"
+    SCALED_DOWN = "ScaledDown"
+    STEADY = "Steady"
+    INSUFFICIENT_HEADROOM = "InsufficientHeadroom"
+    STABILIZING = "Stabilizing"
+    METRICS_MISSING = "MetricsMissing"
+    METRICS_STALE = "MetricsStale"
+    WAITING_FOR_STARTING_REPLICAS = "WaitingForStartingReplicas"
+    GPU_CAPACITY_REACHED = "GPUCapacityReached"
+    AT_MAX_REPLICAS = "AtMaxReplicas"
+    AT_MIN_REPLICAS = "AtMinReplicas"
+    BELOW_MIN_REPLICAS = "BelowMinReplicas"
+    ABOVE_MAX_REPLICAS = "AboveMaxReplicas"
+
+
+class Limit(StrEnum):
+    """What stopped a needed scale-up (the ScalingLimited condition's reason)."""
+
+    MAX_REPLICAS = "MaxReplicas"
+    GPU_CAPACITY = "GPUCapacity"
+
+
+class Direction(StrEnum):
+    UP = "Up"
+    DOWN = "Down"
+
+
+class Observation(Model):
+    """What one tick saw for one service.
+
+    Replica counts come from the Deployment and its pods, the rest from Prometheus. A
+    signal that is None, NaN, infinite or negative counts as missing.
+    """
+
+    current_replicas: Annotated[int, Field(ge=0, description="The Deployment's spec.replicas.")]
+    ready_replicas: Annotated[int, Field(ge=0, description="Ready replicas: the only ones counted as capacity.")]
+    starting_replicas: Annotated[int, Field(ge=0, description="Scheduled but not ready yet (loading the model).")] = 0
+    pending_replicas: Annotated[int, Field(ge=0, description="Unschedulable pods: no node has a free GPU.")] = 0
+    queue_depth: Annotated[float | None, Field(description="Requests waiting, summed over replicas.")] = None
+    running_requests: Annotated[float | None, Field(description="Requests running, summed over replicas.")] = None
+    ttft_p95_seconds: Annotated[float | None, Field(description="p95 time to first token over `ttft_window`.")] = None
+    kv_cache_usage: Annotated[float | None, Field(description="Mean KV-cache usage of ready replicas, 0..1.")] = None
+    gpu_utilization_percent: Annotated[float | None, Field(description="Mean DCGM GPU utilisation, 0..100.")] = None
+    metrics_at: Annotated[
+        AwareDatetime | None,
+        Field(description="When the engine signals were sampled (the oldest of them); None if there were none."),
+    ] = None
+    gpu_metrics_at: Annotated[
+        AwareDatetime | None,
+        Field(description="When GPU utilisation was sampled (DCGM is a separate exporter); None means metrics_at."),
+    ] = None
+
+
+class Recommendation(Model):
+    time: AwareDatetime
+    replicas: Annotated[int, Field(ge=0)]
+
+
+class Memory(Model):
+    """What the policy remembers between ticks; kept in the InferenceService status.
+
+    Unknown fields are ignored so that status written by another operator version loads.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    scale_up_window: Annotated[
+        tuple[Recommendation, ...],
+        Field(description="Recommendations that may still be the lowest in the scale-up window, oldest first."),
+    ] = ()
+    scale_down_window: Annotated[
+        tuple[Recommendation, ...],
+        Field(description="Recommendations that may still be the highest in the scale-down window, oldest first."),
+    ] = ()
+    last_scale_time: AwareDatetime | None = None
+    last_scale_direction: Direction | None = None
+    ready_replicas: Annotated[int | None, Field(ge=0, description="Ready replicas at the last tick.")] = None
+    ready_changed_at: Annotated[AwareDatetime | None, Field(description="When the ready count last changed.")] = None
+    slo_knee_per_replica: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            description=(
+                "Requests in flight per ready replica at which p95 TTFT last exceeded the SLO; scale-down keeps "
+                "below 80% of it. Raised when the SLO is seen to hold with headroom at a higher load."
+            ),
+        ),
+    ] = None
+
+
+class Decision(Model):
+    """The replica count to run, why, and the memory to keep for the next tick."""
+
+    replicas: int
+    reason: Reason
+    message: Annotated[str, Field(description="One sentence with the numbers behind the decision.")]
+    held: Annotated[bool, Field(description="True when the load alone would change the count but a guard kept it.")]
+    limited_by: Annotated[Limit | None, Field(description="Set when a needed scale-up is capped.")] = None
+    memory: Memory
+
+
+def decide(
+    spec: InferenceServiceSpec,
+    observed: Observation,
+    memory: Memory,
+    now: datetime,
+    *,
+    stale_after: timedelta = DEFAULT_STALE_AFTER,
+    ttft_window: timedelta = DEFAULT_TTFT_WINDOW,
+) -> Decision:
+    """Decide the replica count for one service at `now` (timezone-aware).
+
+    `stale_after` is how old engine samples may be; `ttft_window` is the range of the p95
+    TTFT query, i.e. how long TTFT takes to reflect a change in capacity.
+    """
+    if now.utcoffset() is None:
+        raise ValueError(f"now must be timezone-aware, got {now.isoformat()}: pass e.g. datetime.now(UTC)")
+    tick = _Tick(spec, observed, _track_ready(memory, observed.ready_replicas, now), now, ttft_window)
+    bounds, current = spec.replicas, observed.current_replicas
+    if memory.ready_replicas is None:
+        # First tick for this service (or its status was lost): act as if the current count
+        # had just been recommended, so nothing is removed before a full scale-down window.
+        tick = replace(tick, memory=tick.remember(current))
+
+    if current < bounds.min:
+        why = f"the Deployment has {_replicas(current)}, below spec.replicas.min {bounds.min}"
+        return tick.finish(bounds.min, Reason.BELOW_MIN_REPLICAS, why, tick.remember(bounds.min))
+    if current > bounds.max:
+        why = f"the Deployment has {_replicas(current)}, above spec.replicas.max {bounds.max}"
+        return tick.finish(bounds.max, Reason.ABOVE_MAX_REPLICAS, why, tick.remember(bounds.max))
+
+    load = _read(observed, now, stale_after)
+    if not isinstance(load, _Load):
+        return _hold_without_data(tick, *load)
+
+    slo = spec.scaling.ttft_p95_seconds
+    queue_target = spec.scaling.queue_depth_per_replica * observed.ready_replicas
+    queue_breach = load.waiting > queue_target * (1 + TOLERANCE)
+    over_slo = load.ttft is not None and load.ttft > slo
+    if (over_slo and tick.settled) or queue_breach:
+        return _scale_up(tick, load, slo_breach=over_slo and tick.settled)
+    if over_slo and load.ttft is not None:
+        why = (
+            f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but the ready replicas changed "
+            f"{_dur(tick.since_ready_changed)} ago and the {_dur(ttft_window)} p95 window does not reflect them yet"
+        )
+        return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
+    if load.ttft is None and load.in_flight > 0:
+        why = f"p95 TTFT is missing or NaN with {_num(load.in_flight)} requests in flight"
+        return tick.finish(current, Reason.METRICS_MISSING, why, tick.remember(current))
+    return _scale_down(tick, load)
+
+
+# --- reading the observation ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Load:
+    """The usable signals of one tick; optional ones are None when missing."""
+
+    waiting: float
+    running: float
+    ttft: float | None
+    kv: float | None
+    gpu: float | None
+
+    @property
+    def in_flight(self) -> float:
+        return self.waiting + self.running
+
+
+def _reading(value: float | None) -> float | None:
+    # No gauge here can be negative; NaN and infinities come from empty or broken series.
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return value
+
+
+def _read(observed: Observation, now: datetime, stale_after: timedelta) -> _Load | tuple[Reason, str]:
+    if observed.metrics_at is None:
+        return Reason.METRICS_MISSING, "no engine metrics were found"
+    age = now - observed.metrics_at
+    if age > stale_after:
+        return Reason.METRICS_STALE, f"engine metrics are {_dur(age)} old (limit {_dur(stale_after)})"
+    waiting, running = _reading(observed.queue_depth), _reading(observed.running_requests)
+    missing = [name for name, value in (("queue depth", waiting), ("running requests", running)) if value is None]
+    if waiting is None or running is None:
+        return Reason.METRICS_MISSING, f"{' and '.join(missing)} missing or NaN"
+    gpu = _reading(observed.gpu_utilization_percent)
+    gpu_at = observed.gpu_metrics_at or observed.metrics_at
+    if now - gpu_at > stale_after:
+        gpu = None  # a secondary signal: stale, it is ignored rather than a reason to hold
+    return _Load(waiting, running, _reading(observed.ttft_p95_seconds), _reading(observed.kv_cache_usage), gpu)
+
+
+def _hold_without_data(tick: _Tick, reason: Reason, why: str) -> Decision:
+    observed, limit = tick.observed, None
+    # With nothing ready, no engine can report load: say what the replicas are doing instead.
+    if observed.ready_replicas == 0 and observed.starting_replicas > 0:
+        reason = Reason.WAITING_FOR_STARTING_REPLICAS
+        why = f"{_replicas(observed.starting_replicas)} starting and none ready to report load ({why})"
+    elif observed.ready_replicas == 0 and observed.pending_replicas > 0:
+        reason, limit = Reason.GPU_CAPACITY_REACHED, Limit.GPU_CAPACITY
+        why = f"{observed.pending_replicas} pods are Pending (no free {GPU_RESOURCE}) and none is ready ({why})"
+    current = observed.current_replicas
+    return tick.finish(current, reason, why, tick.remember(current), limited_by=limit)
+
+
+# --- the two directions -----------------------------------------------------------
+
+
+def _scale_up(tick: _Tick, load: _Load, *, slo_breach: bool) -> Decision:
+    spec, observed, memory = tick.spec, tick.observed, tick.memory
+    scaling, bounds = spec.scaling, spec.replicas
+    ready, current = observed.ready_replicas, observed.current_replicas
+    slo = scaling.ttft_p95_seconds
+
+    needed = max(ready + 1, _ceil(load.in_flight / (spec.max_concurrency + scaling.queue_depth_per_replica)))
+    if slo_breach and load.ttft is not None:
+        needed = max(needed, _ceil(ready * load.ttft / slo))
+        if ready > 0 and load.in_flight > 0:
+            memory = memory.model_copy(update={"slo_knee_per_replica": _lower_knee(spec, memory, load, ready)})
+        why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)} with {_num(load.waiting)} waiting"
+        reason = Reason.SLO_BREACHED
+    else:
+        why = (
+            f"{_num(load.waiting)} requests waiting on {ready} ready replicas "
+            f"(target {_num(scaling.queue_depth_per_replica)} per replica)"
+        )
+        reason = Reason.QUEUE_GROWING
+    wanted = min(needed, bounds.max)
+    memory = tick.remember(wanted, memory)
+
+    if observed.pending_replicas > 0:
+        why += f", but {observed.pending_replicas} pods are Pending (no free {GPU_RESOURCE}), so none are added"
+        return tick.finish(current, Reason.GPU_CAPACITY_REACHED, why, memory, limited_by=Limit.GPU_CAPACITY)
+    if needed > current >= bounds.max:
+        why += f"; {needed} replicas needed, but spec.replicas.max is {bounds.max}"
+        return tick.finish(current, Reason.AT_MAX_REPLICAS, why, memory, limited_by=Limit.MAX_REPLICAS)
+    if wanted <= current:
+        why += f"; {current - ready} of {current} replicas are not ready yet and make up the {wanted} needed"
+        return tick.finish(current, Reason.WAITING_FOR_STARTING_REPLICAS, why, memory)
+    if observed.starting_replicas > 0 and tick.recently_scaled_up:
+        why += (
+            f", but {_replicas(observed.starting_replicas)} added {_dur(tick.since_last_scale)} ago still starting "
+            f"(cold start {spec.cold_start_seconds}s)"
+        )
+        return tick.finish(current, Reason.WAITING_FOR_STARTING_REPLICAS, why, memory)
+    stable = _lowest(memory.scale_up_window, wanted)
+    if stable <= current:
+        window = scaling.scale_up.stabilization_seconds
+        why += f", but {stable} replicas were recommended within the {window}s scale-up window"
+        return tick.finish(current, Reason.STABILIZING, why, memory)
+
+    target = min(stable, current + scaling.scale_up.max_step_replicas)
+    if target < needed:
+        cap = f"spec.replicas.max is {bounds.max}" if target == bounds.max else "the step limit"
+        why += f" ({needed} needed; {cap})"
+    limit = Limit.MAX_REPLICAS if needed > bounds.max and target == bounds.max else None
+    return tick.finish(target, reason, why, memory, limited_by=limit)
+
+
+def _scale_down(tick: _Tick, load: _Load) -> Decision:
+    spec, observed, memory = tick.spec, tick.observed, tick.memory
+    scaling, bounds = spec.scaling, spec.replicas
+    ready, current = observed.ready_replicas, observed.current_replicas
+    slo, queue_target = scaling.ttft_p95_seconds, scaling.queue_depth_per_replica
+
+    # The fewest replicas that carry this load with headroom, by each measure; the largest wins.
+    in_flight = _num(load.in_flight)
+    fits = [(_ceil(load.in_flight / (spec.max_concurrency * FILL)), f"{in_flight} requests in flight")]
+    if load.waiting > 0:
+        fits.append((_ceil(load.waiting / (queue_target * HEADROOM)), f"{_num(load.waiting)} requests waiting"))
+    if load.kv is not None and ready > 0:
+        fits.append((_ceil(load.kv * ready / FILL), f"KV cache {load.kv:.0%} full on {ready} replicas"))
+    knee = memory.slo_knee_per_replica
+    if knee is not None:
+        fits.append(
+            (
+                _ceil(load.in_flight / (knee * FILL)),
+                f"{in_flight} requests in flight, the SLO having broken at {_num(knee)} per replica,",
+            )
+        )
+    fit, measure = max(fits, key=lambda item: item[0])
+    if load.in_flight > 0:
+        fit = max(fit, 1)  # any request in flight needs a replica: scale to zero only when idle
+    recommended = min(max(fit, bounds.min), bounds.max)
+    fits_text = f"{measure} fit {_replicas(fit)}"
+    if fit < bounds.min:
+        fits_text += f" (spec.replicas.min is {bounds.min})"
+
+    ttft_ok = load.ttft is None or load.ttft <= HEADROOM * slo  # None only while idle
+    # Healthy at a higher load than where the SLO once broke: that knee is out of date.
+    if knee is not None and tick.settled and load.ttft is not None and ttft_ok and ready > 0:
+        per_replica = load.in_flight / ready
+        if per_replica > knee:
+            raised = per_replica if per_replica < spec.max_concurrency else None
+            memory = memory.model_copy(update={"slo_knee_per_replica": raised})
+
+    if recommended >= current:
+        memory = tick.remember(recommended, memory)
+        if current == bounds.min and fit < bounds.min:
+            return tick.finish(current, Reason.AT_MIN_REPLICAS, fits_text, memory)
+        return tick.finish(current, Reason.STEADY, f"{_health(load, slo)}; {fits_text}", memory)
+    if current - recommended <= TOLERANCE * current:
+        memory = tick.remember(recommended, memory)
+        why = f"{fits_text}, within the {TOLERANCE:.0%} tolerance of {current}"
+        return tick.finish(current, Reason.STEADY, why, memory)
+
+    short = []
+    if not ttft_ok and load.ttft is not None:
+        short.append(f"p95 TTFT {_secs(load.ttft)} is above {HEADROOM:.0%} of SLO {_secs(slo)}")
+    if load.gpu is not None and load.gpu > scaling.gpu_utilization_percent:
+        short.append(f"GPU utilisation {load.gpu:.0f}% is above its {scaling.gpu_utilization_percent}% target")
+    if short:
+        # No headroom to go lower: this tick counts as needing the current count.
+        memory = tick.remember(current, memory)
+        why = f"{fits_text}, but {' and '.join(short)}"
+        return tick.finish(current, Reason.INSUFFICIENT_HEADROOM, why, memory)
+
+    memory = tick.remember(recommended, memory)
+    if not tick.settled:
+        why = (
+            f"{fits_text}, but the ready replicas changed {_dur(tick.since_ready_changed)} ago and "
+            f"the {_dur(tick.ttft_window)} p95 TTFT window does not reflect them yet"
+        )
+        return tick.finish(current, Reason.STABILIZING, why, memory)
+    stable = _highest(memory.scale_down_window, recommended)
+    if stable >= current:
+        window = scaling.scale_down.stabilization_seconds
+        why = f"{fits_text}, but {stable} were recommended within the {window}s scale-down window"
+        return tick.finish(current, Reason.STABILIZING, why, memory)
+
+    target = max(stable, current - scaling.scale_down.max_step_replicas)
+    why = f"{_health(load, slo)}; {fits_text}"
+    if target > stable:
+        why += f" (at most {scaling.scale_down.max_step_replicas} removed per step)"
+    elif target > recommended:
+        why += f" ({stable} recommended within the {scaling.scale_down.stabilization_seconds}s scale-down window)"
+    return tick.finish(target, Reason.SCALED_DOWN, why, memory)
+
+
+def _lower_knee(spec: InferenceServiceSpec, memory: Memory, load: _Load, ready: int) -> float | None:
+    # A breach at or past the concurrency ceiling is queueing, which the ceiling already
+    # accounts for; only a breach below it teaches something about this engine and workload.
+    per_replica = load.in_flight / ready
+    if per_replica >= spec.max_concurrency:
+        return memory.slo_knee_per_replica
+    if memory.slo_knee_per_replica is None:
+        return per_replica
+    return min(memory.slo_knee_per_replica, per_replica)
+
+
+def _health(load: _Load, slo: float) -> str:
+    if load.ttft is None:
+        return f"idle, SLO {_secs(slo)}"
+    return f"p95 TTFT {_secs(load.ttft)} within SLO {_secs(slo)}"
+
+
+# --- memory -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Tick:
+    """One call's context, and the bookkeeping every decision shares."""
+
+    spec: InferenceServiceSpec
+    observed: Observation
+    memory: Memory
+    now: datetime
+    ttft_window: timedelta
+
+    @property
+    def since_ready_changed(self) -> timedelta:
+        changed = self.memory.ready_changed_at
+        return self.now - changed if changed is not None else timedelta.max
+
+    @property
+    def settled(self) -> bool:
+        """Whether p95 TTFT already reflects the current ready replicas."""
+        return self.since_ready_changed >= self.ttft_window
+
+    @property
+    def since_last_scale(self) -> timedelta:
+        last = self.memory.last_scale_time
+        return self.now - last if last is not None else timedelta.max
+
+    @property
+    def recently_scaled_up(self) -> bool:
+        grace = timedelta(seconds=self.spec.cold_start_seconds * STARTING_GRACE)
+        return self.memory.last_scale_direction is Direction.UP and self.since_last_scale < grace
+
+    def remember(self, recommended: int, memory: Memory | None = None) -> Memory:
+        """Memory with this tick's recommendation added to both stabilisation windows."""
+        memory = memory or self.memory
+        entry = Recommendation(time=self.now, replicas=recommended)
+        behaviour = self.spec.scaling
+        return memory.model_copy(
+            update={
+                "scale_up_window": _slide(
+                    memory.scale_up_window, entry, behaviour.scale_up.stabilization_seconds, keep_higher=False
+                ),
+                "scale_down_window": _slide(
+                    memory.scale_down_window, entry, behaviour.scale_down.stabilization_seconds, keep_higher=True
+                ),
+            }
+        )
+
+    def finish(
+        self, replicas: int, reason: Reason, why: str, memory: Memory, *, limited_by: Limit | None = None
+    ) -> Decision:
+        current = self.observed.current_replicas
+        if replicas != current:
+            direction = Direction.UP if replicas > current else Direction.DOWN
+            memory = memory.model_copy(update={"last_scale_time": self.now, "last_scale_direction": direction})
+            message = f"{why}: scaling {current} -> {replicas}."
+        else:
+            message = f"{why}: holding {_replicas(current)}."
+        return Decision(
+            replicas=replicas,
+            reason=reason,
+            message=message,
+            held=replicas == current and reason is not Reason.STEADY,
+            limited_by=limited_by,
+            memory=memory,
+        )
+
+
+def _track_ready(memory: Memory, ready: int, now: datetime) -> Memory:
+    changed = memory.ready_replicas is not None and memory.ready_replicas != ready
+    return memory.model_copy(
+        update={"ready_replicas": ready, "ready_changed_at": now if changed else memory.ready_changed_at}
+    )
+
+
+def _slide(
+    window: tuple[Recommendation, ...], entry: Recommendation, seconds: int, *, keep_higher: bool
+) -> tuple[Recommendation, ...]:
+    """Add `entry` to a sliding-window extreme (the highest or the lowest recommendation).
+
+    An older entry that the new one matches or beats can never be the window's extreme
+    again, so it is dropped: the window stays as short as the number of distinct values.
+    """
+    if seconds == 0:
+        return ()
+    horizon = entry.time - timedelta(seconds=seconds)
+    kept = [old for old in window if old.time > horizon]
+    while kept and (kept[-1].replicas <= entry.replicas if keep_higher else kept[-1].replicas >= entry.replicas):
+        kept.pop()
+    kept.append(entry)
+    while len(kept) > MAX_WINDOW_ENTRIES:
+        # Merge the two oldest, keeping the older (more extreme) value for longer: errs on the slow side.
+        kept[0:2] = [Recommendation(time=kept[1].time, replicas=kept[0].replicas)]
+    return tuple(kept)
+
+
+def _highest(window: tuple[Recommendation, ...], recommended: int) -> int:
+    return max([recommended, *(entry.replicas for entry in window)])
+
+
+def _lowest(window: tuple[Recommendation, ...], recommended: int) -> int:
+    return min([recommended, *(entry.replicas for entry in window)])
+
+
+# --- arithmetic and wording -------------------------------------------------------
+
+
+def _ceil(value: float) -> int:
+    # The epsilon stops 2.0000000001 (float noise) from becoming 3 replicas.
+    return math.ceil(min(value, _HUGE) - 1e-9)
+
+
+def _num(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 0.05 else f"{value:.1f}"
+
+
+def _replicas(count: int) -> str:
+    return f"{count} replica" if count == 1 else f"{count} replicas"
+
+
+def _secs(value: float) -> str:
+    return f"{value:.2f}s"
+
+
+def _dur(value: timedelta) -> str:
+    return f"{value.total_seconds():.0f}s"

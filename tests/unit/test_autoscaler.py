@@ -1,0 +1,124 @@
+"""One tick for one service: the decision, the replica change, and the status that records it."""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from inferscale.api import InferenceService, ObjectMeta, parse_spec
+from inferscale.autoscaler import MEMORY_FIELD, ServiceView, plan_service
+from inferscale.promql import ServiceSignals, Signal
+from inferscale.replicas import ReplicaCounts
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+WINDOW = {"stale_after": timedelta(seconds=60), "ttft_window": timedelta(seconds=60)}
+
+
+def _view(
+    *, replicas: int = 2, ready: int | None = None, pending: int = 0, status: dict[str, Any] | None = None
+) -> ServiceView:
+    isvc = InferenceService(
+        metadata=ObjectMeta(name="llama", namespace="serving"),
+        spec=parse_spec({"model": {"id": "m"}, "maxConcurrency": 8, "replicas": {"min": 1, "max": 6}}),
+    )
+    return ServiceView(
+        isvc=isvc,
+        status=status if status is not None else {"desiredReplicas": replicas},
+        deployment_replicas=replicas,
+        pods=ReplicaCounts(ready=replicas if ready is None else ready, pending=pending),
+    )
+
+
+def _signals(*, waiting: float, running: float, ttft: float | None, at: datetime = NOW) -> ServiceSignals:
+    observed = {s: at for s in (Signal.QUEUE_DEPTH, Signal.RUNNING_REQUESTS, Signal.TTFT_P95_SECONDS)}
+    return ServiceSignals(
+        namespace="serving",
+        service="llama",
+        sampled_at=NOW,
+        queue_depth=waiting,
+        running_requests=running,
+        ttft_p95_seconds=ttft,
+        observed_at=observed,
+        missing=frozenset() if ttft is not None else frozenset({Signal.TTFT_P95_SECONDS}),
+    )
+
+
+def _conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def test_queue_growth_scales_up_and_records_why() -> None:
+    plan = plan_service(
+        _view(replicas=2), _signals(waiting=30, running=16, ttft=2.5), metrics_error=None, now=NOW, **WINDOW
+    )
+
+    assert plan.scale_to is not None and plan.scale_to > 2
+    assert plan.status["desiredReplicas"] == plan.scale_to
+    assert plan.status["lastDecision"]["reason"] == "SLOBreached"
+    assert plan.status["lastScaleTime"] == NOW.isoformat()
+    assert plan.status["signals"]["queueDepth"] == 30
+    assert _conditions(plan.status)["MetricsAvailable"]["status"] == "True"
+    [event] = plan.events
+    assert event.type == "Normal"
+    assert event.message.startswith(f"Scaled Deployment serving/llama from 2 to {plan.scale_to}: p95 TTFT 2.50s")
+
+
+def test_prometheus_down_holds_and_says_why() -> None:
+    error = "Cannot connect to Prometheus at http://prom:9090: connection refused"
+    plan = plan_service(_view(replicas=3), None, metrics_error=error, now=NOW, **WINDOW)
+
+    assert plan.scale_to is None
+    assert plan.status["desiredReplicas"] == 3
+    metrics = _conditions(plan.status)["MetricsAvailable"]
+    assert (metrics["status"], metrics["reason"]) == ("False", "PrometheusUnavailable")
+    assert metrics["message"] == f"{error}; replicas are held"
+    assert plan.status["lastDecision"]["reason"] == "MetricsMissing"
+
+
+def test_stale_metrics_hold() -> None:
+    signals = _signals(waiting=50, running=16, ttft=3.0, at=NOW - timedelta(minutes=5))
+    plan = plan_service(_view(replicas=2), signals, metrics_error=None, now=NOW, **WINDOW)
+    assert plan.scale_to is None
+    assert plan.decision.reason.value == "MetricsStale"
+
+
+def test_an_idle_service_has_its_metrics_available() -> None:
+    plan = plan_service(
+        _view(replicas=1), _signals(waiting=0, running=0, ttft=None), metrics_error=None, now=NOW, **WINDOW
+    )
+    assert _conditions(plan.status)["MetricsAvailable"]["status"] == "True"
+
+
+def test_out_of_gpus_is_a_limit_not_a_runaway() -> None:
+    view = _view(replicas=3, ready=2, pending=1)
+    plan = plan_service(view, _signals(waiting=40, running=16, ttft=3.0), metrics_error=None, now=NOW, **WINDOW)
+    assert plan.scale_to is None
+    limited = _conditions(plan.status)["ScalingLimited"]
+    assert (limited["status"], limited["reason"]) == ("True", "GPUCapacityReached")
+    assert "Pending" in limited["message"]
+
+
+def test_a_replica_count_changed_by_someone_else_is_reported_not_fought() -> None:
+    view = _view(replicas=5, status={"desiredReplicas": 2})
+    plan = plan_service(view, _signals(waiting=0, running=20, ttft=0.5), metrics_error=None, now=NOW, **WINDOW)
+
+    assert plan.scale_to is None  # no silent revert to 2
+    warning = next(e for e in plan.events if e.type == "Warning")
+    assert warning.reason == "ReplicasChangedExternally"
+    assert "scaled to 5 by someone other than inferscale (it wanted 2)" in warning.message
+    assert _conditions(plan.status)["ReplicasOverridden"]["status"] == "True"
+    assert plan.status["desiredReplicas"] == 5
+
+
+def test_memory_in_status_prevents_a_flap_after_restart() -> None:
+    busy = plan_service(
+        _view(replicas=2), _signals(waiting=30, running=16, ttft=2.5), metrics_error=None, now=NOW, **WINDOW
+    )
+    assert busy.scale_to is not None
+    scaled = busy.scale_to
+    # A restarted operator reads only what status holds; load has dropped a minute later.
+    status = dict(busy.status)
+    assert MEMORY_FIELD in status
+    later = NOW + timedelta(seconds=90)
+    quiet = _signals(waiting=0, running=2, ttft=0.2, at=later)
+    plan = plan_service(_view(replicas=scaled, status=status), quiet, metrics_error=None, now=later, **WINDOW)
+    assert plan.scale_to is None  # the 300 s scale-down window still remembers the peak
+    assert plan.decision.reason.value == "Stabilizing"
