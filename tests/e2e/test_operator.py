@@ -201,15 +201,22 @@ def test_a_spec_that_cannot_work_gets_a_condition_and_others_keep_being_served(
     assert "hf_secret_value" not in operator.log_text()
 
 
+def _versions(namespace: str) -> dict[str, str]:
+    kinds = ("deployment", "service", "pdb", "infsvc")
+    return {kind: get_json("-n", namespace, kind, "llama")["metadata"]["resourceVersion"] for kind in kinds}
+
+
 def test_operator_restart_changes_nothing(operator: Operator, namespace: str) -> None:
     _apply_file(namespace, ROOT / "examples" / "llama-vllm.yaml")
     _ready(namespace, "llama")
-    time.sleep(2)  # let the last status writes land
-    before = {
-        kind: get_json("-n", namespace, kind, "llama")["metadata"]["resourceVersion"]
-        for kind in ("deployment", "service", "pdb", "infsvc")
-    }
 
+    # Let the last writes land (the Deployment controller's own status updates included).
+    def settled() -> dict[str, str] | None:
+        first = _versions(namespace)
+        time.sleep(2)
+        return first if _versions(namespace) == first else None
+
+    before = wait_for("the objects to stop changing", settled, timeout=60)
     log_count = len(operator.logs)
     operator.restart()
     wait_for(
@@ -218,8 +225,4 @@ def test_operator_restart_changes_nothing(operator: Operator, namespace: str) ->
         timeout=60,
     )
     time.sleep(2)
-    after = {
-        kind: get_json("-n", namespace, kind, "llama")["metadata"]["resourceVersion"]
-        for kind in ("deployment", "service", "pdb", "infsvc")
-    }
-    assert after == before
+    assert _versions(namespace) == before
