@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: help deps install lint crd cluster-up cluster-down operator-up operator-down test test-unit demo down
+.PHONY: help deps install lint crd cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit demo down
 
 help:
 	@echo "make demo         local cluster + operator + an example InferenceService, shown with kubectl"
@@ -33,8 +33,8 @@ deps:
 	fi
 
 lint: install
-	$(BIN)/ruff check operator tests
-	$(BIN)/ruff format --check operator tests
+	$(BIN)/ruff check operator loadgen tests bench
+	$(BIN)/ruff format --check operator loadgen tests bench
 	$(BIN)/mypy
 	$(BIN)/inferscale crd generate --check
 
@@ -46,6 +46,14 @@ cluster-up:
 
 cluster-down:
 	bash cluster/down.sh
+
+engines-up: install cluster-up
+	bash cluster/prometheus.sh start
+	bash cluster/engines.sh start
+
+engines-down:
+	bash cluster/engines.sh stop
+	bash cluster/prometheus.sh stop
 
 operator-up: install cluster-up
 	bash cluster/operator.sh start

@@ -55,3 +55,37 @@ component_alive() {
   pid="$(cat "$pids/$1.pid" 2>/dev/null)" || return 1
   [[ -n $pid ]] && is_ours "$pid"
 }
+
+# Beside the control plane (cluster/prometheus.sh, cluster/engines.sh): Prometheus on loopback,
+# and the pod runner's state (Prometheus file_sd targets, service proxies, engine logs).
+prometheus_port="${INFERSCALE_PROMETHEUS_PORT:-19090}"
+engines_dir="$state/engines"
+
+# pid_matches PIDFILE TEXT: the pid in PIDFILE is alive and its command line contains TEXT (so a
+# stale pid file, or its pid recycled by another process, does not count).
+pid_matches() {
+  local pid cmd
+  pid="$(cat "$1" 2>/dev/null)" || return 1
+  [[ -n $pid ]] || return 1
+  cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ $cmd == *"$2"* ]]
+}
+
+# stop_pidfile PIDFILE TEXT NAME GRACE: SIGTERM the process of PIDFILE (if pid_matches), SIGKILL it
+# after GRACE seconds, wait until it is gone, remove the pid file.
+stop_pidfile() {
+  local pid deadline
+  if pid_matches "$1" "$2"; then
+    pid="$(cat "$1")"
+    kill -TERM "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + $4))
+    while pid_matches "$1" "$2" && ((SECONDS < deadline)); do sleep 0.1; done
+    if pid_matches "$1" "$2"; then
+      echo "$3 (pid $pid) did not stop within $4s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      while pid_matches "$1" "$2"; do sleep 0.1; done
+    fi
+    echo "stopped $3 (pid $pid)"
+  fi
+  rm -f "$1"
+}

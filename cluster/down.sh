@@ -7,6 +7,11 @@ source "$(dirname "$0")/common.sh"
 
 grace="${INFERSCALE_CLUSTER_STOP_TIMEOUT:-15}"
 
+# The pod runner first, while the apiserver still answers (it drains its engines and gives the pods
+# kwok's Ready back), then Prometheus: both are no-ops when they do not run.
+"$here/engines.sh" stop
+"$here/prometheus.sh" stop
+
 # Stop one at a time in reverse start order: clients before the apiserver, the apiserver
 # before etcd (an apiserver whose etcd vanished first hangs in its graceful shutdown).
 # Pids from the pid files, plus any of our components without one (e.g. a pid file lost
@@ -40,7 +45,8 @@ done
 # might point somewhere that holds other files.
 if [[ -d $state ]]; then
   rm -rf "$certs" "$logs" "$pids" "$state/etcd" "$state/config" "$state/bin" "$kubeconfig" \
-    "$state/apiserver" "$state/kube-controller-manager" "$state/kube-scheduler"
+    "$state/apiserver" "$state/kube-controller-manager" "$state/kube-scheduler" \
+    "$engines_dir" "$state/prometheus"
   rmdir "$state" 2>/dev/null || true
   echo "removed cluster state in $state"
 fi

@@ -1,0 +1,74 @@
+"""The pod runner's pure parts, against what the operator renders: what it reads off an engine pod,
+the simengine command it starts for it (read back with simengine's own parser), and the targets
+it gives Prometheus."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inferscale import render
+from inferscale.api import InferenceService, ObjectMeta, parse_spec
+
+from loadgen import simengine
+from loadgen.podrunner import Pod, Settings, file_sd_targets, simengine_command
+
+
+def _pod(engine: str, *, phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
+    """A pod as the ReplicaSet would create it from the operator's Deployment."""
+    isvc = InferenceService(
+        metadata=ObjectMeta(name="llama", namespace="serving", uid="uid-1", generation=1),
+        spec=parse_spec({"engine": engine, "model": {"id": "m/x"}, "maxConcurrency": 6, "maxModelLen": 4096}),
+    )
+    template = render.deployment(isvc, replicas=1)["spec"]["template"]
+    metadata = {**template["metadata"], "name": "llama-7d9f-abcde", "namespace": "serving", "uid": "pod-uid"}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": metadata, "spec": template["spec"], "status": {"phase": phase, "podIP": "10.244.0.7"}}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "tgi"])
+def test_the_engine_runs_with_the_pods_own_args(engine: str) -> None:
+    pod = Pod.from_json(_pod(engine))
+    assert (pod.namespace, pod.service, pod.engine, pod.running, pod.deleting) == (
+        "serving",
+        "llama",
+        engine,
+        True,
+        False,
+    )
+    assert pod.grace_seconds == render.ENDPOINT_DRAIN_SECONDS + 120
+
+    command = simengine_command(pod, 43210, Settings(state_dir=Path("/unused"), cold_start_s=3))
+    assert command[1:3] == ["-m", "loadgen.simengine"]
+    args, unknown = simengine.build_parser().parse_known_args(command[3:])
+    config = simengine.config_from_args(args)
+    assert config.engine.value == engine
+    assert config.model_name == "m/x"
+    assert config.profile.name == "test"
+    assert config.profile.max_num_seqs == 6  # vLLM --max-num-seqs; TGI --max-concurrent-requests
+    assert config.profile.max_model_len == 4096  # vLLM --max-model-len; TGI --max-total-tokens
+    assert (config.cold_start_s, config.drain_timeout_s) == (3, pod.grace_seconds)
+    assert (args.host, args.port) == ("127.0.0.1", 43210)  # ours, not the pod's --port 8000
+    assert unknown == ([] if engine == "vllm" else ["--max-input-tokens", "4095"])
+
+
+@pytest.mark.parametrize(
+    ("phase", "deleting", "running"), [("Pending", False, False), ("Running", True, True), ("Succeeded", False, False)]
+)
+def test_phase_and_deletion(phase: str, deleting: bool, running: bool) -> None:
+    pod = Pod.from_json(_pod("vllm", phase=phase, deleting=deleting))
+    assert (pod.running, pod.deleting) == (running, deleting)
+
+
+def test_targets_carry_the_pods_identity() -> None:
+    assert file_sd_targets([(Pod.from_json(_pod("tgi")), 4001)]) == [
+        {
+            "targets": ["127.0.0.1:4001"],
+            "labels": {
+                "namespace": "serving",
+                "service": "llama",
+                "pod": "llama-7d9f-abcde",
+                "inference_engine": "tgi",
+            },
+        }
+    ]
