@@ -372,7 +372,7 @@ async def _tick(
 
     async def act(body: dict[str, Any], view: ServiceView, plan: Plan) -> None:
         async with gate:
-            await _act(kube, body, view, plan, pod_load, pods, logger)
+            await _act(kube, body, view, plan, pod_load, pods, logger, now)
 
     await asyncio.gather(*(act(body, view, plan) for body, view, plan in plans))
 
@@ -385,13 +385,14 @@ async def _act(
     pod_load: dict[ServiceKey, dict[str, float]],
     pods: kopf.Index[ServiceKey, tuple[str, str]],
     logger: kopf.Logger,
+    now: datetime,
 ) -> None:
     namespace, name = view.isvc.metadata.namespace, view.isvc.metadata.name
     key = (namespace, name)
     decision = plan.decision
     telemetry.DECISIONS.labels(namespace, name, decision.reason.value).inc()
     telemetry.DESIRED_REPLICAS.labels(namespace, name).set(decision.replicas)
-    event_target = kopf.Body({"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": body["metadata"]})
+    event_target = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": body["metadata"]}
     try:
         if plan.scale_to is not None:
             if plan.scale_to < plan.current_replicas and key in pod_load:
@@ -416,8 +417,14 @@ async def _act(
     except KubeError as error:
         logger.warning(f"Scaling {KIND} {namespace}/{name} failed, next tick retries: {error}")
         return
+    # kopf's own event poster only works inside its handlers; this loop posts directly.
     for event in plan.events:
-        kopf.event(event_target, type=event.type, reason=event.reason, message=event.message)
+        try:
+            await asyncio.to_thread(
+                kube.post_event, event_target, type=event.type, reason=event.reason, message=event.message, now=now
+            )
+        except KubeError as error:
+            logger.warning(f"Recording event {event.reason} for {KIND} {namespace}/{name} failed: {error}")
 
 
 def _changed(status: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

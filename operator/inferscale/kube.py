@@ -9,8 +9,10 @@ turned into our own types; anything unexpected propagates.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import urllib3
@@ -79,7 +81,7 @@ class Kube:
         what: str,
         query: list[tuple[str, str]] | None = None,
         content_type: str | None = None,
-        body: str | None = None,
+        body: str | dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         headers = {"Accept": "application/json"}
         if content_type:
@@ -143,8 +145,36 @@ class Kube:
             what=_describe(manifest),
             query=[("fieldManager", manager)],
             content_type="application/merge-patch+json",
-            body=json.dumps(patch),
+            body=dict(patch),  # the client serialises JSON bodies itself
         )
+
+    def post_event(self, involved: Mapping[str, Any], *, type: str, reason: str, message: str, now: datetime) -> None:
+        """Record a core/v1 Event about `involved` (an object with apiVersion, kind, metadata)."""
+        meta = involved["metadata"]
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": involved["apiVersion"],
+                "kind": involved["kind"],
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid", ""),
+            },
+            "type": type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": socket.gethostname(),
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        path = f"/api/v1/namespaces/{meta['namespace']}/events"
+        self._call(path, "POST", what=f"Event for {involved['kind']} {meta['namespace']}/{meta['name']}", body=event)
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
         manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"namespace": namespace, "name": name}}

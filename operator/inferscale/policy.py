@@ -27,15 +27,17 @@ The rules, in the order `decide` applies them:
    after twice `coldStartSeconds` it stops waiting for them). A TTFT breach right after new
    replicas became ready is not acted on until the p95 window (`ttft_window`) covers them
    (`Stabilizing`): the window still holds the slow requests served before they came up.
-4. Down, slowly, with headroom. Without a breach the policy never adds replicas; it
-   removes them only when all of these hold: the load fits fewer replicas with each at 80%
-   of its concurrency ceiling and KV cache (and below 80% of the per-replica load at which
-   the SLO last broke, see `Memory.slo_knee_per_replica`); the change exceeds the 10%
-   tolerance; p95 TTFT is at most 80% of the SLO, the queue is within 80% of its target and
-   GPU utilisation is not above its target (else `InsufficientHeadroom`); the ready count
-   has not changed within `ttft_window`; and no higher count was recommended within the
+4. Down, slowly, with headroom. Without a breach the policy never adds replicas. It
+   removes them only when all of these hold: the load fits fewer replicas, each at no more
+   than 80% of its concurrency ceiling, KV cache and queue target, and of the per-replica
+   load at which the SLO last broke (`Memory.slo_knee_per_replica`); the change exceeds the
+   10% tolerance; p95 TTFT is at most 80% of the SLO and GPU utilisation (when reported) is
+   not above its target (else `InsufficientHeadroom`); the ready count has not changed
+   within `ttft_window`, and no higher count was recommended within the
    `scaleDown.stabilizationSeconds` window (else `Stabilizing`). It then removes at most
-   `scaleDown.maxStepReplicas` (`ScaledDown`).
+   `scaleDown.maxStepReplicas` (`ScaledDown`). On the first tick with empty memory, the
+   current count counts as recommended, so a restart that lost its memory removes nothing
+   for a full window.
 5. Otherwise `Steady`, or `AtMinReplicas` when the load would allow fewer than min.
 """
 
@@ -169,7 +171,10 @@ class Decision(Model):
     replicas: int
     reason: Reason
     message: Annotated[str, Field(description="One sentence with the numbers behind the decision.")]
-    held: Annotated[bool, Field(description="True when the load alone would change the count but a guard kept it.")]
+    held: Annotated[
+        bool,
+        Field(description="True when a guard (data, starting or Pending replicas, bounds, windows) kept the count."),
+    ]
     limited_by: Annotated[Limit | None, Field(description="Set when a needed scale-up is capped.")] = None
     memory: Memory
 
@@ -321,10 +326,15 @@ def _scale_up(tick: _Tick, load: _Load, *, slo_breach: bool) -> Decision:
             f"(cold start {spec.cold_start_seconds}s)"
         )
         return tick.finish(current, Reason.WAITING_FOR_STARTING_REPLICAS, why, memory)
+    if observed.starting_replicas > 0 and memory.last_scale_direction is Direction.UP:
+        why += (
+            f" (not waiting for {_replicas(observed.starting_replicas)} still starting {_dur(tick.since_last_scale)} "
+            f"after the last scale-up, over {STARTING_GRACE}x the {spec.cold_start_seconds}s cold start)"
+        )
     stable = _lowest(memory.scale_up_window, wanted)
     if stable <= current:
         window = scaling.scale_up.stabilization_seconds
-        why += f", but {stable} replicas were recommended within the {window}s scale-up window"
+        why += f", but the lowest recommendation within the {window}s scale-up window is {stable}"
         return tick.finish(current, Reason.STABILIZING, why, memory)
 
     target = min(stable, current + scaling.scale_up.max_step_replicas)
@@ -403,7 +413,7 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
     stable = _highest(memory.scale_down_window, recommended)
     if stable >= current:
         window = scaling.scale_down.stabilization_seconds
-        why = f"{fits_text}, but {stable} were recommended within the {window}s scale-down window"
+        why = f"{fits_text}, but the highest recommendation within the {window}s scale-down window is {stable}"
         return tick.finish(current, Reason.STABILIZING, why, memory)
 
     target = max(stable, current - scaling.scale_down.max_step_replicas)
@@ -411,7 +421,7 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
     if target > stable:
         why += f" (at most {scaling.scale_down.max_step_replicas} removed per step)"
     elif target > recommended:
-        why += f" ({stable} recommended within the {scaling.scale_down.stabilization_seconds}s scale-down window)"
+        why += f" (the highest recommendation within the {scaling.scale_down.stabilization_seconds}s window)"
     return tick.finish(target, Reason.SCALED_DOWN, why, memory)
 
 
@@ -428,7 +438,7 @@ def _lower_knee(spec: InferenceServiceSpec, memory: Memory, load: _Load, ready: 
 
 def _health(load: _Load, slo: float) -> str:
     if load.ttft is None:
-        return f"idle, SLO {_secs(slo)}"
+        return "idle"
     return f"p95 TTFT {_secs(load.ttft)} within SLO {_secs(slo)}"
 
 

@@ -84,10 +84,13 @@ class Operator:
         self.process: subprocess.Popen[bytes] | None = None
         self.logs: list[Path] = []
 
-    def start(self) -> None:
+    def start(self, **settings: str) -> None:
+        """Start it; `settings` become INFERSCALE_* variables (e.g. prometheus_url=...)."""
         log = self.log_dir / f"operator-{len(self.logs)}.log"
         self.logs.append(log)
-        env = {**os.environ, "KUBECONFIG": str(KUBECONFIG)}
+        env = {key: value for key, value in os.environ.items() if not key.startswith("INFERSCALE_")}
+        env.update({f"INFERSCALE_{key.upper()}": value for key, value in settings.items()})
+        env["KUBECONFIG"] = str(KUBECONFIG)
         with log.open("wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "inferscale", "operator", "run", "--verbose"],
@@ -106,9 +109,9 @@ class Operator:
                 self.process.wait()
         self.process = None
 
-    def restart(self) -> None:
+    def restart(self, **settings: str) -> None:
         self.stop()
-        self.start()
+        self.start(**settings)
 
     def log_text(self) -> str:
         return "\n".join(path.read_text(errors="replace") for path in self.logs)

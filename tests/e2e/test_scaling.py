@@ -1,0 +1,81 @@
+"""The closed loop on the local cluster: engines under load report a growing queue to a real
+Prometheus, the operator's tick scales the Deployment up, and once the load is gone it scales
+back down after the scale-down window."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Operator, condition, get_json, kubectl, wait_for
+from tests.e2e.test_engines import PROMETHEUS, endpoints, hold_streams, prometheus, runner  # noqa: F401
+
+# Fast enough for a test: 2 s ticks against a 2 s scrape, windows of tens of seconds.
+SETTINGS = {"tick_seconds": "2", "ttft_window_seconds": "20", "stale_after_seconds": "15"}
+
+ISVC = {
+    "apiVersion": "inferscale.io/v1alpha1",
+    "kind": "InferenceService",
+    "metadata": {"name": "chat"},
+    "spec": {
+        "model": {"id": "test-model"},
+        "maxConcurrency": 4,
+        "replicas": {"min": 1, "max": 3},
+        "scaling": {
+            "ttftP95Seconds": 30,  # the queue, not the SLO, drives this test
+            "queueDepthPerReplica": 2,
+            "scaleDown": {"stabilizationSeconds": 10, "maxStepReplicas": 1},
+        },
+        "coldStartSeconds": 10,
+    },
+}
+
+
+@pytest.fixture
+def scaling_operator(operator: Operator, prometheus: str, runner: dict[str, Any]) -> Iterator[Operator]:  # noqa: F811
+    operator.restart(prometheus_url=PROMETHEUS, **SETTINGS)
+    yield operator
+    operator.restart()
+
+
+def _isvc(namespace: str) -> dict[str, Any]:
+    return get_json("-n", namespace, "inferenceservice", "chat")
+
+
+def test_rising_queue_scales_up_and_falling_load_scales_down(scaling_operator: Operator, namespace: str) -> None:
+    kubectl("-n", namespace, "apply", "-f", "-", stdin=json.dumps(ISVC))
+    proxy, _ = wait_for("one ready engine behind the proxy", lambda: endpoints(namespace, "chat", 1), timeout=60)
+    wait_for(
+        "MetricsAvailable=True",
+        lambda: condition(_isvc(namespace), "MetricsAvailable").get("status") == "True",
+        timeout=60,
+    )
+
+    def scaled_up() -> dict[str, Any] | None:
+        isvc = _isvc(namespace)
+        deployment = get_json("-n", namespace, "deployment", "chat")
+        return isvc if deployment["spec"]["replicas"] > 1 else None
+
+    # 16 long streams against a ceiling of 4: 12 wait in the queue of the only replica.
+    isvc = asyncio.run(hold_streams(proxy, 16, scaled_up, timeout=60))
+    decision = isvc["status"]["lastDecision"]
+    assert decision["reason"] in ("QueueGrowing", "SLOBreached"), decision
+    assert isvc["status"]["desiredReplicas"] > 1
+    assert isvc["status"]["signals"]["queueDepth"] > 2
+    events = kubectl("-n", namespace, "get", "events", "--field-selector", "involvedObject.name=chat").stdout
+    assert "Scaled Deployment" in events, events
+
+    # The load is gone (the streams hung up): back to min after the 10 s window.
+    def scaled_down() -> dict[str, Any] | None:
+        deployment = get_json("-n", namespace, "deployment", "chat")
+        isvc = _isvc(namespace)
+        return isvc if deployment["spec"]["replicas"] == 1 and isvc["status"]["desiredReplicas"] == 1 else None
+
+    isvc = wait_for("the Deployment to scale back to 1", scaled_down, timeout=150, interval=2)
+    assert isvc["status"]["lastDecision"]["reason"] in ("ScaledDown", "AtMinReplicas", "Steady")
+    assert condition(isvc, "ScalingLimited").get("status") in ("True", "False")
+    assert "Traceback" not in scaling_operator.log_text()
