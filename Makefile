@@ -33,8 +33,8 @@ deps:
 	fi
 
 lint: install
-	$(BIN)/ruff check operator loadgen tests bench
-	$(BIN)/ruff format --check operator loadgen tests bench
+	$(BIN)/ruff check
+	$(BIN)/ruff format --check
 	$(BIN)/mypy
 	$(BIN)/inferscale crd generate --check
 

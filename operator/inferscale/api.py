@@ -163,7 +163,21 @@ def _object_default(model: type[Model]) -> dict[str, Any]:
     return {"default": model().model_dump(mode="json", by_alias=True)}
 
 
+class ScalingMode(StrEnum):
+    AUTO = "Auto"
+    MANUAL = "Manual"
+
+
 class ScalingTargets(Model):
+    mode: Annotated[
+        ScalingMode,
+        Field(
+            description=(
+                "Auto: the operator sets the replicas. Manual: it keeps whatever count the Deployment has "
+                "(set it with `kubectl scale deployment/<name> --replicas=N`) and only reports what it would do."
+            )
+        ),
+    ] = ScalingMode.AUTO
     ttft_p95_seconds: Annotated[
         float,
         Field(gt=0, le=600, description="SLO: p95 time to first token, in seconds. Breaching it scales up."),

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from inferscale.api import ConditionStatus, InferenceService
+from inferscale.api import ConditionStatus, InferenceService, ScalingMode
 from inferscale.policy import Decision, Limit, Memory, Observation, decide
 from inferscale.promql import ServiceSignals, Signal, Source
 from inferscale.replicas import ReplicaCounts
@@ -166,9 +166,10 @@ def plan_service(
     events: list[Event] = []
     current = view.deployment_replicas
 
+    manual = view.isvc.spec.scaling.mode is ScalingMode.MANUAL
     overridden = next((c for c in existing if c.get("type") == REPLICAS_OVERRIDDEN), None)
     last_desired = status.get("desiredReplicas")
-    if last_desired is not None and int(last_desired) != current:
+    if not manual and last_desired is not None and int(last_desired) != current:
         # Someone else (kubectl scale, another controller) changed the Deployment: say so
         # and carry on from their count instead of silently undoing it.
         message = (
@@ -195,6 +196,12 @@ def plan_service(
         stale_after=stale_after,
         ttft_window=ttft_window,
     )
+    if manual:
+        # Report what Auto would do, change nothing: the user owns the count.
+        would = f"Auto would run {decision.replicas} ({decision.reason.value}: {decision.message})"
+        decision = decision.model_copy(
+            update={"replicas": current, "message": f"Manual mode keeps {current} replicas; {would}"}
+        )
     scale_to = decision.replicas if decision.replicas != current else None
     if scale_to is not None:
         events.append(

@@ -33,6 +33,7 @@ from inferscale.api import (
     InferenceService,
     InvalidSpec,
     ObjectMeta,
+    ScalingMode,
     parse_name,
     parse_spec,
 )
@@ -178,7 +179,11 @@ async def reconcile(
         kopf.warn(body, reason="SecretNotFound", message=problem)
         raise kopf.TemporaryError(problem, delay=SECRET_RETRY_SECONDS)
 
-    replicas = _replicas_to_render(isvc, status)
+    try:
+        deployed = await asyncio.to_thread(_deployment_replicas, kube, namespace, name)
+    except KubeError as error:
+        raise kopf.TemporaryError(f"Reading Deployment {namespace}/{name} failed: {error}", delay=10) from error
+    replicas = _replicas_to_render(isvc, status, deployed)
     try:
         await asyncio.to_thread(kube.apply_all, render.for_service(isvc, replicas=replicas))
     except KubeError as error:
@@ -198,8 +203,19 @@ async def reconcile(
     logger.info(f"Reconciled {KIND} {namespace}/{name}: {isvc.spec.engine.value} with {replicas} replicas")
 
 
-def _replicas_to_render(isvc: InferenceService, status: kopf.Status) -> int:
-    """Keep the replica count the operator last wanted, within the spec's current bounds."""
+def _deployment_replicas(kube: Kube, namespace: str, name: str) -> int | None:
+    try:
+        deployment = kube.get("apps/v1", "Deployment", namespace, name)
+    except NotFound:
+        return None
+    return int(deployment.get("spec", {}).get("replicas") or 0)
+
+
+def _replicas_to_render(isvc: InferenceService, status: kopf.Status, deployed: int | None) -> int:
+    """Auto: the count the operator last wanted, within the spec's current bounds.
+    Manual: whatever the Deployment has (the user's `kubectl scale`)."""
+    if isvc.spec.scaling.mode is ScalingMode.MANUAL and deployed is not None:
+        return deployed
     bounds = isvc.spec.replicas
     desired = status.get("desiredReplicas")
     if desired is None:

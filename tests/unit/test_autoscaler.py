@@ -122,3 +122,18 @@ def test_memory_in_status_prevents_a_flap_after_restart() -> None:
     plan = plan_service(_view(replicas=scaled, status=status), quiet, metrics_error=None, now=later, **WINDOW)
     assert plan.scale_to is None  # the 300 s scale-down window still remembers the peak
     assert plan.decision.reason.value == "Stabilizing"
+
+
+def test_manual_mode_reports_but_never_scales() -> None:
+    view = _view(replicas=2, status={"desiredReplicas": 1})
+    manual = view.isvc.model_copy(
+        update={"spec": parse_spec({"model": {"id": "m"}, "replicas": {"max": 8}, "scaling": {"mode": "Manual"}})}
+    )
+    view = ServiceView(isvc=manual, status=view.status, deployment_replicas=5, pods=ReplicaCounts(ready=5))
+    plan = plan_service(view, _signals(waiting=60, running=40, ttft=4.0), metrics_error=None, now=NOW, **WINDOW)
+
+    assert plan.scale_to is None
+    assert plan.events == []  # a manual count is not an external change
+    assert plan.status["desiredReplicas"] == 5
+    message = plan.status["lastDecision"]["message"]
+    assert message.startswith("Manual mode keeps 5 replicas; Auto would run 8 (SLOBreached: p95 TTFT 4.00s")
