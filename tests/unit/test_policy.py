@@ -1,0 +1,406 @@
+"""The scaling policy, one decision at a time: each reason a user can see, with its numbers.
+
+Unless a test says otherwise the service has maxConcurrency 16, a 1.2 s p95 TTFT SLO, 4
+waiting requests per replica as the queue target, 1..8 replicas, scale-up steps of 4,
+scale-down steps of 1 after a 300 s window, and a 300 s cold start.
+"""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from inferscale.api import InferenceServiceSpec, parse_spec
+from inferscale.policy import (
+    Decision,
+    Direction,
+    Limit,
+    Memory,
+    Observation,
+    Reason,
+    Recommendation,
+    decide,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+NAN = float("nan")
+
+
+def _spec(**fields: Any) -> InferenceServiceSpec:
+    spec: dict[str, Any] = {
+        "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
+        "maxConcurrency": 16,
+        "coldStartSeconds": 300,
+        "replicas": {"min": 1, "max": 8},
+        "scaling": {"ttftP95Seconds": 1.2, "queueDepthPerReplica": 4},
+    }
+    return parse_spec({**spec, **fields})
+
+
+def _seen(
+    current: int,
+    ready: int | None = None,
+    *,
+    starting: int = 0,
+    pending: int = 0,
+    waiting: float | None = 0.0,
+    running: float | None = 0.0,
+    ttft: float | None = 0.3,
+    kv: float | None = None,
+    gpu: float | None = None,
+    at: datetime | None = T0,
+) -> Observation:
+    return Observation(
+        current_replicas=current,
+        ready_replicas=current - starting - pending if ready is None else ready,
+        starting_replicas=starting,
+        pending_replicas=pending,
+        queue_depth=waiting,
+        running_requests=running,
+        ttft_p95_seconds=ttft,
+        kv_cache_usage=kv,
+        gpu_utilization_percent=gpu,
+        metrics_at=at,
+    )
+
+
+def _settled(ready: int, **fields: Any) -> Memory:
+    """Memory of a service whose ready count has not changed lately."""
+    return Memory(ready_replicas=ready, **fields)
+
+
+def _decide(observed: Observation, memory: Memory | None = None, spec: InferenceServiceSpec | None = None) -> Decision:
+    return decide(spec or _spec(), observed, _settled(observed.ready_replicas) if memory is None else memory, T0)
+
+
+def _ago(seconds: int) -> datetime:
+    return T0 - timedelta(seconds=seconds)
+
+
+# --- scaling up -------------------------------------------------------------------
+
+
+def test_slo_breach_scales_up_in_proportion() -> None:
+    decision = _decide(_seen(2, waiting=3, running=32, ttft=1.9))
+    assert (decision.replicas, decision.reason) == (4, Reason.SLO_BREACHED)
+    assert decision.message == "p95 TTFT 1.90s > SLO 1.20s with 3 waiting: scaling 2 -> 4."
+    assert not decision.held
+    assert decision.limited_by is None
+    assert (decision.memory.last_scale_time, decision.memory.last_scale_direction) == (T0, Direction.UP)
+
+
+def test_queue_above_target_scales_up_before_ttft_breaches() -> None:
+    decision = _decide(_seen(2, waiting=20, running=32, ttft=0.9))
+    assert (decision.replicas, decision.reason) == (3, Reason.QUEUE_GROWING)
+    assert decision.message == "20 requests waiting on 2 ready replicas (target 4 per replica): scaling 2 -> 3."
+
+
+def test_queue_within_tolerance_of_its_target_does_nothing() -> None:
+    decision = _decide(_seen(2, waiting=8.5, running=32, ttft=0.9))  # target 8, tolerance to 8.8
+    assert (decision.replicas, decision.reason) == (2, Reason.STEADY)
+
+
+def test_queue_alone_scales_up_when_ttft_is_missing() -> None:
+    decision = _decide(_seen(2, waiting=40, running=32, ttft=NAN))
+    assert (decision.replicas, decision.reason) == (4, Reason.QUEUE_GROWING)
+
+
+def test_scale_up_moves_at_most_one_step_and_stops_at_max() -> None:
+    first = _decide(_seen(2, waiting=50, running=32, ttft=12.0))
+    assert (first.replicas, first.reason, first.limited_by) == (6, Reason.SLO_BREACHED, None)
+    assert "(20 needed; the step limit)" in first.message
+
+    second = _decide(_seen(6, waiting=50, running=96, ttft=12.0))
+    assert (second.replicas, second.limited_by) == (8, Limit.MAX_REPLICAS)
+    assert "(60 needed; spec.replicas.max is 8)" in second.message
+
+
+def test_at_max_replicas_holds_and_says_scaling_is_limited() -> None:
+    decision = _decide(_seen(8, waiting=0, running=100, ttft=1.9))
+    assert (decision.replicas, decision.reason, decision.limited_by) == (8, Reason.AT_MAX_REPLICAS, Limit.MAX_REPLICAS)
+    assert decision.held
+    assert "13 replicas needed, but spec.replicas.max is 8: holding 8 replicas." in decision.message
+
+
+def test_pending_pods_stop_scale_up_at_gpu_capacity() -> None:
+    decision = _decide(_seen(4, pending=2, waiting=10, running=32, ttft=1.9))
+    assert (decision.replicas, decision.reason) == (4, Reason.GPU_CAPACITY_REACHED)
+    assert decision.limited_by is Limit.GPU_CAPACITY
+    assert decision.held
+    assert "2 pods are Pending (no free nvidia.com/gpu), so none are added: holding 4 replicas." in decision.message
+
+
+def test_pending_pods_with_nothing_ready_are_said_so() -> None:
+    decision = _decide(_seen(2, ready=0, pending=2, waiting=None, running=None, ttft=None, at=None))
+    assert (decision.replicas, decision.reason, decision.limited_by) == (
+        2,
+        Reason.GPU_CAPACITY_REACHED,
+        Limit.GPU_CAPACITY,
+    )
+    assert decision.message.startswith("2 pods are Pending (no free nvidia.com/gpu) and none is ready")
+
+
+def test_no_stacking_while_added_replicas_start() -> None:
+    memory = _settled(2, last_scale_time=_ago(60), last_scale_direction=Direction.UP)
+    decision = _decide(_seen(4, starting=2, waiting=10, running=32, ttft=3.0), memory)
+    assert (decision.replicas, decision.reason) == (4, Reason.WAITING_FOR_STARTING_REPLICAS)
+    assert decision.held
+    assert "2 replicas added 60s ago still starting (cold start 300s): holding 4 replicas." in decision.message
+
+
+def test_starting_replicas_that_cover_the_need_are_waited_for() -> None:
+    decision = _decide(_seen(4, starting=2, waiting=10, running=32, ttft=1.9))
+    assert (decision.replicas, decision.reason) == (4, Reason.WAITING_FOR_STARTING_REPLICAS)
+    assert "2 of 4 replicas are not ready yet and make up the 4 needed" in decision.message
+
+
+def test_replicas_starting_past_twice_the_cold_start_no_longer_block() -> None:
+    memory = _settled(2, last_scale_time=_ago(700), last_scale_direction=Direction.UP)
+    decision = _decide(_seen(4, starting=2, waiting=10, running=32, ttft=3.0), memory)
+    assert (decision.replicas, decision.reason) == (5, Reason.SLO_BREACHED)
+    assert "not waiting for 2 replicas still starting 700s after the last scale-up" in decision.message
+
+
+def test_nothing_ready_while_replicas_start_is_said_so() -> None:
+    decision = _decide(_seen(2, starting=2, waiting=None, running=None, ttft=None, at=None))
+    assert (decision.replicas, decision.reason) == (2, Reason.WAITING_FOR_STARTING_REPLICAS)
+    assert decision.message.startswith("2 replicas starting and none ready to report load")
+
+
+def test_ttft_breach_waits_for_the_p95_window_to_cover_new_replicas() -> None:
+    memory = _settled(4, ready_changed_at=_ago(30))
+    decision = _decide(_seen(4, running=40, ttft=1.9), memory)
+    assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
+    assert decision.message == (
+        "p95 TTFT 1.90s > SLO 1.20s, but the ready replicas changed 30s ago and the 60s p95 window "
+        "does not reflect them yet: holding 4 replicas."
+    )
+    later = decide(_spec(), _seen(4, running=40, ttft=1.9), memory, T0 + timedelta(seconds=30))
+    assert (later.replicas, later.reason) == (7, Reason.SLO_BREACHED)
+
+
+def test_scale_up_stabilization_window_waits_for_a_sustained_breach() -> None:
+    spec = _spec(scaling={"ttftP95Seconds": 1.2, "scaleUp": {"stabilizationSeconds": 60}})
+    memory = _settled(2, scale_up_window=(Recommendation(time=_ago(30), replicas=2),))
+    decision = _decide(_seen(2, running=32, ttft=1.9), memory, spec)
+    assert (decision.replicas, decision.reason) == (2, Reason.STABILIZING)
+    assert "but the lowest recommendation within the 60s scale-up window is 2: holding 2 replicas." in decision.message
+
+
+def test_high_gpu_utilisation_alone_does_not_scale_up() -> None:
+    decision = _decide(_seen(2, running=20, ttft=0.5, gpu=99))
+    assert (decision.replicas, decision.reason) == (2, Reason.STEADY)
+
+
+# --- scaling down -----------------------------------------------------------------
+
+
+def test_scales_down_one_step_when_the_slo_holds_with_headroom() -> None:
+    memory = _settled(4, scale_down_window=(Recommendation(time=_ago(400), replicas=4),))
+    decision = _decide(_seen(4, running=10, ttft=0.4), memory)
+    assert (decision.replicas, decision.reason) == (3, Reason.SCALED_DOWN)
+    assert decision.message == (
+        "p95 TTFT 0.40s within SLO 1.20s; 10 requests in flight fit 1 replica (at most 1 removed per step): "
+        "scaling 4 -> 3."
+    )
+    assert decision.memory.last_scale_direction is Direction.DOWN
+
+
+def test_scale_down_goes_no_lower_than_the_window_allows() -> None:
+    spec = _spec(scaling={"ttftP95Seconds": 1.2, "scaleDown": {"maxStepReplicas": 5}})
+    memory = _settled(6, scale_down_window=(Recommendation(time=_ago(100), replicas=4),))
+    decision = _decide(_seen(6, running=10, ttft=0.4), memory, spec)
+    assert (decision.replicas, decision.reason) == (4, Reason.SCALED_DOWN)
+    assert "fit 1 replica (the highest recommendation within the 300s window): scaling 6 -> 4." in decision.message
+
+
+def test_scale_down_waits_for_the_window() -> None:
+    memory = _settled(4, scale_down_window=(Recommendation(time=_ago(100), replicas=4),))
+    decision = _decide(_seen(4, running=10, ttft=0.4), memory)
+    assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
+    assert decision.held
+    assert decision.message == (
+        "10 requests in flight fit 1 replica, but the highest recommendation within the 300s scale-down window "
+        "is 4: holding 4 replicas."
+    )
+
+
+def test_first_tick_without_memory_removes_nothing() -> None:
+    # After a restart that lost its memory, the current count counts as just recommended.
+    decision = decide(_spec(), _seen(4, running=10, ttft=0.4), Memory(), T0)
+    assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
+
+
+def test_scale_down_waits_until_ttft_reflects_the_last_change() -> None:
+    memory = _settled(5)  # five were ready at the last tick, four now
+    decision = _decide(_seen(4, running=10, ttft=0.4), memory)
+    assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
+    assert "the ready replicas changed 0s ago and the 60s p95 TTFT window does not reflect them yet" in (
+        decision.message
+    )
+    assert decision.memory.ready_changed_at == T0
+
+
+def test_no_scale_down_without_ttft_headroom() -> None:
+    decision = _decide(_seen(4, running=10, ttft=1.0))
+    assert (decision.replicas, decision.reason) == (4, Reason.INSUFFICIENT_HEADROOM)
+    assert decision.held
+    assert decision.message == (
+        "10 requests in flight fit 1 replica, but p95 TTFT 1.00s is above 80% of SLO 1.20s: holding 4 replicas."
+    )
+
+
+def test_no_scale_down_while_gpus_run_above_their_target() -> None:
+    decision = _decide(_seen(4, running=10, ttft=0.4, gpu=92))
+    assert (decision.replicas, decision.reason) == (4, Reason.INSUFFICIENT_HEADROOM)
+    assert "GPU utilisation 92% is above its 80% target" in decision.message
+
+
+def test_stale_gpu_utilisation_is_ignored() -> None:
+    observed = _seen(4, running=10, ttft=0.4, gpu=92).model_copy(update={"gpu_metrics_at": _ago(300)})
+    assert _decide(observed).reason is Reason.SCALED_DOWN
+
+
+def test_kv_cache_keeps_replicas_that_concurrency_alone_would_remove() -> None:
+    decision = _decide(_seen(4, running=10, ttft=0.4, kv=0.7))
+    assert (decision.replicas, decision.reason) == (4, Reason.STEADY)
+    assert "KV cache 70% full on 4 replicas fit 4 replicas" in decision.message
+
+
+def test_waiting_requests_keep_replicas_below_the_queue_target() -> None:
+    decision = _decide(_seen(4, waiting=12, running=10, ttft=0.4))  # 12 < 4 x 4, but above 80% of it on 3
+    assert (decision.replicas, decision.reason) == (4, Reason.STEADY)
+    assert "12 requests waiting fit 4 replicas" in decision.message
+
+
+def test_steady_when_the_load_needs_the_replicas_there_are() -> None:
+    decision = _decide(_seen(3, running=40, ttft=0.7))
+    assert (decision.replicas, decision.reason, decision.held) == (3, Reason.STEADY, False)
+    assert decision.message == (
+        "p95 TTFT 0.70s within SLO 1.20s; 40 requests in flight fit 4 replicas: holding 3 replicas."
+    )
+
+
+def test_small_changes_within_tolerance_do_nothing() -> None:
+    spec = _spec(replicas={"min": 1, "max": 30})
+    decision = _decide(_seen(20, running=19 * 12.8, ttft=0.4), spec=spec)
+    assert (decision.replicas, decision.reason) == (20, Reason.STEADY)
+    assert "fit 19 replicas, within the 10% tolerance of 20" in decision.message
+
+
+def test_idle_service_scales_down_although_ttft_has_no_samples() -> None:
+    decision = _decide(_seen(3, running=0, ttft=NAN))
+    assert (decision.replicas, decision.reason) == (2, Reason.SCALED_DOWN)
+    assert decision.message.startswith("idle; 0 requests in flight fit 0 replicas (spec.replicas.min is 1)")
+
+
+def test_at_min_replicas_when_the_load_would_allow_fewer() -> None:
+    decision = _decide(_seen(1, running=0, ttft=None))
+    assert (decision.replicas, decision.reason, decision.held) == (1, Reason.AT_MIN_REPLICAS, True)
+    assert decision.message == "0 requests in flight fit 0 replicas (spec.replicas.min is 1): holding 1 replica."
+
+
+def test_scale_to_zero_only_when_nothing_is_in_flight() -> None:
+    spec = _spec(replicas={"min": 0, "max": 4})
+    busy = _decide(_seen(1, running=0.5, ttft=0.2), spec=spec)
+    idle = _decide(_seen(1, running=0, ttft=None), spec=spec)
+    assert (busy.replicas, busy.reason) == (1, Reason.STEADY)
+    assert (idle.replicas, idle.reason) == (0, Reason.SCALED_DOWN)
+
+
+# --- the SLO knee ------------------------------------------------------------------
+
+
+def test_breach_below_the_ceiling_is_remembered_and_limits_scale_down() -> None:
+    breach = _decide(_seen(4, running=40, ttft=1.5))
+    assert breach.reason is Reason.SLO_BREACHED
+    assert breach.memory.slo_knee_per_replica == 10.0  # 40 in flight on 4 ready replicas
+
+    # One more replica later, the SLO holds; concurrency alone would fit 4 again, the knee says 5.
+    memory = breach.memory.model_copy(update={"ready_replicas": 5, "ready_changed_at": None})
+    after = _decide(_seen(5, running=40, ttft=0.6), memory)
+    assert (after.replicas, after.reason) == (5, Reason.STEADY)
+    assert "40 requests in flight, the SLO having broken at 10 per replica, fit 5 replicas" in after.message
+
+
+def test_breach_at_the_ceiling_is_queueing_and_not_remembered() -> None:
+    assert _decide(_seen(2, waiting=3, running=32, ttft=1.9)).memory.slo_knee_per_replica is None
+
+
+def test_knee_rises_when_the_slo_holds_at_a_higher_load() -> None:
+    decision = _decide(_seen(4, running=48, ttft=0.5), _settled(4, slo_knee_per_replica=10.0))
+    assert decision.memory.slo_knee_per_replica == 12.0
+
+
+# --- holding on bad data ----------------------------------------------------------
+
+
+def test_nan_queue_depth_holds() -> None:
+    decision = _decide(_seen(3, waiting=NAN, running=10))
+    assert (decision.replicas, decision.reason, decision.held) == (3, Reason.METRICS_MISSING, True)
+    assert decision.message == "queue depth missing or NaN: holding 3 replicas."
+
+
+def test_missing_engine_metrics_hold() -> None:
+    decision = _decide(_seen(3, waiting=None, running=None, ttft=None, at=None))
+    assert (decision.replicas, decision.reason) == (3, Reason.METRICS_MISSING)
+    assert decision.message == "no engine metrics were found: holding 3 replicas."
+
+
+def test_missing_ttft_under_load_holds() -> None:
+    decision = _decide(_seen(3, running=5, ttft=NAN))
+    assert (decision.replicas, decision.reason) == (3, Reason.METRICS_MISSING)
+    assert decision.message == "p95 TTFT is missing or NaN with 5 requests in flight: holding 3 replicas."
+
+
+def test_stale_metrics_hold() -> None:
+    decision = _decide(_seen(3, running=0, ttft=0.2, at=_ago(95)))
+    assert (decision.replicas, decision.reason, decision.held) == (3, Reason.METRICS_STALE, True)
+    assert decision.message == "engine metrics are 95s old (limit 60s): holding 3 replicas."
+    relaxed = decide(
+        _spec(), _seen(3, running=0, ttft=0.2, at=_ago(95)), _settled(3), T0, stale_after=timedelta(minutes=2)
+    )
+    assert relaxed.reason is not Reason.METRICS_STALE
+
+
+# --- bounds -------------------------------------------------------------------------
+
+
+def test_below_min_goes_to_min_even_without_metrics() -> None:
+    decision = _decide(_seen(1, waiting=None, running=None, at=None), spec=_spec(replicas={"min": 2, "max": 8}))
+    assert (decision.replicas, decision.reason) == (2, Reason.BELOW_MIN_REPLICAS)
+    assert decision.message == "the Deployment has 1 replica, below spec.replicas.min 2: scaling 1 -> 2."
+
+
+def test_above_max_goes_to_max_at_once() -> None:
+    decision = _decide(_seen(10, running=150, ttft=2.0))
+    assert (decision.replicas, decision.reason) == (8, Reason.ABOVE_MAX_REPLICAS)
+    assert decision.message == "the Deployment has 10 replicas, above spec.replicas.max 8: scaling 10 -> 8."
+
+
+# --- the contract -------------------------------------------------------------------
+
+
+def test_memory_survives_a_restart_through_status_json() -> None:
+    first = _decide(_seen(2, waiting=3, running=32, ttft=1.9))
+    stored = first.memory.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert set(stored) == {"scaleUpWindow", "scaleDownWindow", "lastScaleTime", "lastScaleDirection", "readyReplicas"}
+    assert stored["scaleDownWindow"] == [{"time": "2026-01-01T12:00:00Z", "replicas": 4}]
+
+    later = T0 + timedelta(seconds=15)
+    observed = _seen(4, starting=2, waiting=5, running=32, ttft=1.9)
+    restarted = decide(_spec(), observed, Memory.model_validate(stored), later)
+    assert restarted == decide(_spec(), observed, first.memory, later)
+    assert restarted.reason is Reason.WAITING_FOR_STARTING_REPLICAS
+
+
+def test_memory_ignores_fields_from_other_operator_versions() -> None:
+    assert Memory.model_validate({"readyReplicas": 2, "somethingNew": 1}) == Memory(ready_replicas=2)
+
+
+def test_the_batch_ceiling_is_never_an_output() -> None:
+    assert set(Decision.model_fields) == {"replicas", "reason", "message", "held", "limited_by", "memory"}
+
+
+def test_now_must_be_timezone_aware() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        decide(_spec(), _seen(2), Memory(), datetime(2026, 1, 1))
