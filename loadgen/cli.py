@@ -1,0 +1,446 @@
+"""The ``loadgen`` command line: one parser, one function per subcommand.
+
+    loadgen run URL --shape poisson --rate 20 --duration 120 --warmup 10 --json out.json --png out.png
+    loadgen run URL --trace trace.csv.gz --speedup 4 --trace-window 600 --price-per-gpu-hour 2.5
+    loadgen knee URL --levels 1,2,4,8,16,32 --duration 15
+
+To add a subcommand, write ``add_NAME_parser(subparsers)`` and ``cmd_NAME(args) -> int`` and list the
+adder in ``SUBCOMMANDS``. Exit status: 0 done; 1 the target could not be reached or no measured request
+succeeded; 2 bad input (arguments, a malformed trace); 130 interrupted. On 1 and 130, and on a malformed
+trace, the JSON and PNG reports are still written with whatever was gathered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import resource
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from loadgen.client import (
+    ClientConfig,
+    LiveProgress,
+    Measurement,
+    RunResult,
+    StreamingClient,
+    TargetUnreachable,
+    run_open_loop,
+)
+from loadgen.knee import DEFAULT_LEVELS, LevelResult, find_knee, format_table, parse_levels, sweep
+from loadgen.report import CostModel, build_report, format_summary, static_replicas, write_json, write_png
+from loadgen.trace import TraceError, read_trace
+from loadgen.traffic import (
+    SHAPES,
+    Arrival,
+    Burst,
+    Constant,
+    Diurnal,
+    Ramp,
+    RateShape,
+    Step,
+    build_schedule,
+    parse_length,
+)
+
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+DEFAULT_MAX_REQUESTS = 1_000_000
+
+
+class UsageError(Exception):
+    """Bad input from the command line or a file it names; the message says what and how to fix it."""
+
+
+def _fail(message: str) -> None:
+    print(f"loadgen: error: {message}", file=sys.stderr)
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text}")
+    return int(text)
+
+
+def _add_target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url", help="base URL of the engine or its Service, e.g. http://127.0.0.1:8000")
+    p.add_argument("--model", help="model name to send (default: the first of the target's /v1/models)")
+    p.add_argument("--timeout", type=_positive, default=300.0, metavar="S", help="per request (default 300)")
+    p.add_argument("--no-progress", action="store_true", help="no live progress line on stderr")
+
+
+def add_run_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="open-loop load from a shape or a trace, with a report",
+        description="Send requests at their scheduled times (open loop), stream the answers and report "
+        "TTFT, ITL, end-to-end latency, throughput, errors, schedule lag and cost.",
+    )
+    _add_target_args(p)
+    shape = p.add_argument_group("synthetic traffic (when no --trace)")
+    shape.add_argument("--shape", choices=SHAPES, default="poisson")
+    shape.add_argument("--rate", type=_non_negative, default=1.0, metavar="RPS", help="base rate (default 1)")
+    shape.add_argument("--peak-rate", type=_non_negative, metavar="RPS", help="step/ramp/burst/diurnal peak rate")
+    shape.add_argument("--at", type=_non_negative, metavar="S", help="step: when it steps up; burst: first burst")
+    shape.add_argument("--until", type=_positive, metavar="S", help="step: when it steps back down")
+    shape.add_argument("--ramp-time", type=_positive, metavar="S", help="ramp: seconds to the peak (default: all)")
+    shape.add_argument("--period", type=_positive, metavar="S", help="burst/diurnal period (default: duration)")
+    shape.add_argument("--burst-length", type=_positive, metavar="S", help="burst: seconds at the peak rate")
+    shape.add_argument("--even", action="store_true", help="evenly spaced arrivals instead of Poisson")
+    shape.add_argument("--duration", type=_positive, default=60.0, metavar="S", help="seconds of traffic")
+    shape.add_argument(
+        "--prompt-tokens", default="512", metavar="DIST", help="N, uniform:LO,HI or lognormal:MEDIAN,SIGMA[,MAX]"
+    )
+    shape.add_argument("--output-tokens", default="128", metavar="DIST", help="as --prompt-tokens (default 128)")
+    shape.add_argument("--seed", type=int, default=0)
+    trace = p.add_argument_group("trace replay")
+    trace.add_argument("--trace", metavar="CSV", help="TIMESTAMP,ContextTokens,GeneratedTokens (.csv or .csv.gz)")
+    trace.add_argument("--speedup", type=_positive, default=1.0, help="replay this many times faster")
+    trace.add_argument("--trace-start", type=_non_negative, default=0.0, metavar="S", help="skip S s of trace")
+    trace.add_argument("--trace-window", type=_positive, metavar="S", help="replay S seconds of trace time")
+    p.add_argument("--max-requests", type=_count, default=DEFAULT_MAX_REQUESTS, metavar="N")
+    p.add_argument("--warmup", type=_non_negative, default=5.0, metavar="S", help="excluded from figures (5)")
+    p.add_argument("--drain-timeout", type=_non_negative, default=60.0, metavar="S", help="after the last send")
+    out = p.add_argument_group("report")
+    out.add_argument("--json", metavar="OUT", help="write the JSON report here")
+    out.add_argument("--png", metavar="OUT", help="plot load, replicas and p95 TTFT over time here")
+    out.add_argument("--no-records", action="store_true", help="leave per-request records out of the JSON")
+    out.add_argument("--slo-ttft", type=_positive, metavar="S", help="TTFT SLO: attainment and a line on the plot")
+    out.add_argument("--price-per-gpu-hour", type=_non_negative, metavar="PRICE")
+    out.add_argument("--replicas", type=_positive, default=1.0, metavar="N", help="replicas serving the target")
+    out.add_argument("--gpus-per-replica", type=_positive, default=1.0, metavar="G")
+    p.set_defaults(func=cmd_run)
+
+
+def add_knee_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "knee",
+        help="sweep concurrency against one replica and recommend spec.maxConcurrency",
+        description="Closed-loop sweep: hold N requests in flight per level and find the concurrency where "
+        "p95 TTFT degrades (more than --ttft-factor x the lowest level's, or over --slo-ttft) or throughput "
+        "stops growing (less than --min-scaling of linear): the per-replica ceiling to pin.",
+    )
+    _add_target_args(p)
+    p.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="concurrency levels, e.g. 1,2,4,8")
+    p.add_argument("--duration", type=_positive, default=10.0, metavar="S", help="measured seconds per level")
+    p.add_argument("--warmup", type=_non_negative, default=2.0, metavar="S", help="warm-up seconds per level")
+    p.add_argument("--prompt-tokens", default="256", metavar="DIST")
+    p.add_argument("--output-tokens", default="128", metavar="DIST")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ttft-factor", type=_positive, default=3.0, help="degraded above this x baseline p95 TTFT")
+    p.add_argument(
+        "--ttft-floor", type=_non_negative, default=0.02, metavar="S", help="ignore p95 TTFT rises below this (0.02)"
+    )
+    p.add_argument("--min-scaling", type=_non_negative, default=0.2, help="saturated below this share of linear")
+    p.add_argument("--slo-ttft", type=_positive, metavar="S", help="also degraded when p95 TTFT exceeds this")
+    p.add_argument("--json", metavar="OUT", help="write the levels and the verdict here")
+    p.set_defaults(func=cmd_knee)
+
+
+SUBCOMMANDS: list[Callable[[Any], None]] = [add_run_parser, add_knee_parser]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loadgen",
+        description="Load generator for LLM serving: open-loop streaming traffic, trace replay, knee finding.",
+        epilog="Exit status: 0 done, 1 target unreachable or nothing succeeded, 2 bad input, 130 interrupted.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+# --- shared helpers --------------------------------------------------------------------------------
+
+
+def _raise_fd_limit() -> None:
+    """Open-loop runs may hold thousands of connections: lift the soft open-files limit to the hard one."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
+
+
+def _install_stop(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def _shape(args: argparse.Namespace) -> RateShape:
+    peak = args.peak_rate
+    name = args.shape
+    if name in ("constant", "poisson"):
+        return Constant(args.rate, poisson=name == "poisson")
+    if peak is None:
+        raise UsageError(f"--shape {name} needs --peak-rate (the rate it rises to from --rate)")
+    if name == "step":
+        if args.at is None:
+            raise UsageError("--shape step needs --at SECONDS (when the rate steps up to --peak-rate)")
+        return Step(args.rate, peak, args.at, args.until)
+    if name == "ramp":
+        return Ramp(args.rate, peak, args.ramp_time)
+    period = args.period if args.period is not None else args.duration
+    if name == "burst":
+        if args.burst_length is None:
+            raise UsageError("--shape burst needs --burst-length SECONDS (how long each burst lasts)")
+        at = args.at if args.at is not None else period / 2
+        return Burst(args.rate, peak, period, args.burst_length, at)
+    return Diurnal(args.rate, peak, period)
+
+
+def _workload(args: argparse.Namespace) -> tuple[list[Arrival], dict[str, Any], list[str]]:
+    """The schedule, its description for the report, and notes; raises ``UsageError`` or ``TraceError``."""
+    if args.trace:
+        trace = read_trace(
+            args.trace,
+            speedup=args.speedup,
+            start=args.trace_start,
+            window=args.trace_window,
+            max_requests=args.max_requests,
+        )
+        workload = {
+            "kind": "trace",
+            "description": trace.describe(),
+            "path": trace.path,
+            "rows": trace.rows,
+            "speedup": trace.speedup,
+            "start_s": trace.start,
+            "window_s": trace.window,
+            "requests": len(trace.arrivals),
+        }
+        return trace.arrivals, workload, list(trace.notes)
+    try:
+        shape = _shape(args)
+        prompt = parse_length(args.prompt_tokens)
+        output = parse_length(args.output_tokens)
+        poisson = False if args.even else None
+        schedule = build_schedule(
+            shape,
+            args.duration,
+            prompt=prompt,
+            output=output,
+            seed=args.seed,
+            poisson=poisson,
+            max_requests=args.max_requests,
+        )
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    arrivals = "even" if args.even or (args.shape == "constant") else "poisson"
+    workload = {
+        "kind": "synthetic",
+        "description": f"{shape.describe()} for {args.duration:g}s ({arrivals} arrivals), prompt "
+        f"{prompt.describe()} / output {output.describe()} tokens, seed {args.seed}",
+        "shape": args.shape,
+        "duration_s": args.duration,
+        "seed": args.seed,
+        "prompt_tokens": prompt.describe(),
+        "output_tokens": output.describe(),
+        "requests": len(schedule),
+    }
+    notes = []
+    if len(schedule) >= args.max_requests:
+        notes.append(f"The schedule was cut at --max-requests {args.max_requests}.")
+    return schedule, workload, notes
+
+
+def _empty_result(status: str, scheduled: int = 0) -> RunResult:
+    return RunResult(Measurement(), time.time(), 0.0, status, scheduled, 0.0)
+
+
+def _write_reports(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    if args.json:
+        path = write_json(report, args.json)
+        print(f"JSON report: {path}", file=sys.stderr)
+    if args.png:
+        path = write_png(report, args.png)
+        print(f"Plot: {path}", file=sys.stderr)
+
+
+# --- run -------------------------------------------------------------------------------------------
+
+
+async def _run(args: argparse.Namespace, schedule: list[Arrival]) -> tuple[RunResult, str | None, str | None]:
+    """``(result, model, error)``: the run, or an empty result and why it could not start."""
+    stop = asyncio.Event()
+    _install_stop(stop)
+    config = ClientConfig(args.url, model=args.model, timeout=args.timeout)
+    async with StreamingClient(config) as client:
+        try:
+            await client.preflight()
+        except TargetUnreachable as err:
+            return _empty_result("failed", len(schedule)), client.model, str(err)
+        progress = None if args.no_progress else LiveProgress()
+        result = await run_open_loop(
+            client,
+            schedule,
+            warmup=args.warmup,
+            drain_timeout=args.drain_timeout,
+            progress=progress,
+            stop=stop,
+        )
+        return result, client.model, None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _raise_fd_limit()
+    cost = CostModel(
+        replicas=static_replicas(args.replicas),
+        gpus_per_replica=args.gpus_per_replica,
+        price_per_gpu_hour=args.price_per_gpu_hour,
+    )
+    try:
+        schedule, workload, notes = _workload(args)
+    except (UsageError, TraceError, ValueError) as err:
+        _fail(str(err))
+        report = build_report(
+            _empty_result("failed"), target=args.url, model=args.model, workload={"description": "not started"},
+            cost=cost, error=str(err),
+        )  # fmt: skip
+        _write_reports(args, report)
+        return EXIT_USAGE
+    if schedule and args.warmup >= schedule[-1].send_time and args.warmup > 0:
+        _fail(
+            f"--warmup {args.warmup:g}s covers the whole schedule (last request at {schedule[-1].send_time:.1f}s); "
+            "lower --warmup or lengthen the run"
+        )
+        return EXIT_USAGE
+    result, model, error = asyncio.run(_run(args, schedule))
+    failed = [r for r in result.measurement.records if not r.warmup]
+    if error is None and failed and all(r.error is not None for r in failed):
+        kinds = sorted({r.error for r in failed if r.error})
+        error = f"every measured request failed ({', '.join(kinds)})"
+    report = build_report(
+        result,
+        target=args.url,
+        model=model,
+        workload=workload,
+        cost=cost,
+        slo_ttft=args.slo_ttft,
+        notes=notes,
+        error=error,
+        include_records=not args.no_records,
+    )
+    print(format_summary(report))
+    _write_reports(args, report)
+    if error is not None:
+        _fail(error)
+        return EXIT_FAILED
+    if result.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+# --- knee ------------------------------------------------------------------------------------------
+
+
+def cmd_knee(args: argparse.Namespace) -> int:
+    _raise_fd_limit()
+    try:
+        levels = parse_levels(args.levels)
+        prompt = parse_length(args.prompt_tokens)
+        output = parse_length(args.output_tokens)
+    except ValueError as err:
+        _fail(str(err))
+        return EXIT_USAGE
+
+    async def go() -> tuple[list[LevelResult], str | None, str | None, bool]:
+        """``(levels, model, error, interrupted)``."""
+        stop = asyncio.Event()
+        _install_stop(stop)
+        async with StreamingClient(ClientConfig(args.url, model=args.model, timeout=args.timeout)) as client:
+            try:
+                await client.preflight()
+            except TargetUnreachable as err:
+                return [], client.model, str(err), False
+            results = await sweep(
+                client,
+                levels,
+                duration=args.duration,
+                warmup=args.warmup,
+                prompt=prompt,
+                output=output,
+                seed=args.seed,
+                progress=not args.no_progress,
+                stop=stop,
+            )
+            return results, client.model, None, stop.is_set()
+
+    results, model, error, interrupted = asyncio.run(go())
+    if error is not None:
+        _fail(error)
+        return EXIT_FAILED
+    verdict = find_knee(
+        results,
+        ttft_factor=args.ttft_factor,
+        ttft_floor=args.ttft_floor,
+        min_scaling=args.min_scaling,
+        slo_ttft=args.slo_ttft,
+    )
+    print(format_table(results, verdict))
+    if args.json:
+        report = {
+            "target": args.url,
+            "model": model,
+            "criterion": {
+                "ttft_factor": args.ttft_factor,
+                "ttft_floor_s": args.ttft_floor,
+                "min_scaling": args.min_scaling,
+                "slo_ttft_s": args.slo_ttft,
+            },
+            "prompt_tokens": prompt.describe(),
+            "output_tokens": output.describe(),
+            "levels": [r.as_dict() for r in results],
+            "baseline_ttft_p95_s": verdict.baseline_ttft_p95,
+            "recommended_max_concurrency": verdict.concurrency,
+            "knee_found": verdict.found,
+            "reason": verdict.reason,
+            "interrupted": interrupted,
+        }
+        print(f"JSON report: {write_json(report, args.json)}", file=sys.stderr)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if verdict.concurrency is not None else EXIT_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except BrokenPipeError:  # the output went to a pager or `head` that quit: not an error of ours
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps Python's exit-time flush quiet
+        return EXIT_OK
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

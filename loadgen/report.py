@@ -1,0 +1,369 @@
+"""Reports of a run: the figures (JSON), a per-second time series, a PNG plot and a text summary.
+
+``build_report`` is pure: records in, a JSON-ready dict out. What counts:
+
+* Requests scheduled in the warm-up (``send_time < warmup``) are sent but left out of every figure,
+  the cost included; the report says how many.
+* The measurement window runs from the end of the warm-up to the end of the run (the last answer or the
+  drain timeout). Throughput is successful measured requests (and their tokens) over the window.
+* GPU-seconds integrate ``replicas(t) * gpus_per_replica`` over the window; the cost is that at the price
+  per GPU-hour, also per million output tokens and per million tokens (prompt plus output).
+* The time series has one row per second of the run: requests sent (the load), requests in flight at the
+  end of the second, the p95 TTFT of requests sent in that second, completions, errors, and the replica
+  count where known.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loadgen.client import ERROR_KINDS, RequestRecord, RunResult
+from loadgen.stats import percentile, summary
+
+__all__ = [
+    "CostModel",
+    "ReplicaTimeline",
+    "build_report",
+    "format_summary",
+    "static_replicas",
+    "write_json",
+    "write_png",
+]
+
+REPORT_VERSION = 1
+
+ReplicaTimeline = Callable[[float], float | None]
+"""Replicas serving the target at ``t`` seconds into the run (None where unknown)."""
+
+
+def static_replicas(count: float) -> ReplicaTimeline:
+    """A fixed replica count for the whole run."""
+
+    def replicas(t: float) -> float | None:
+        return count
+
+    return replicas
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """What the serving capacity costs: replicas over time, GPUs per replica, and the price of a GPU-hour."""
+
+    replicas: ReplicaTimeline = field(default_factory=lambda: static_replicas(1))
+    gpus_per_replica: float = 1.0
+    price_per_gpu_hour: float | None = None
+
+
+def _r(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def _rsummary(values: Sequence[float] | list[float]) -> dict[str, Any]:
+    return {k: (_r(v) if isinstance(v, float) else v) for k, v in summary(values).items()}
+
+
+def gpu_seconds(cost: CostModel, start: float, end: float, step: float = 0.1) -> float | None:
+    """The integral of ``replicas(t) * gpus_per_replica`` over ``[start, end]`` (None if replicas unknown)."""
+    if end <= start:
+        return 0.0
+    total = 0.0
+    t = start
+    while t < end:
+        dt = min(step, end - t)
+        replicas = cost.replicas(t + dt / 2)
+        if replicas is None:
+            return None
+        total += replicas * cost.gpus_per_replica * dt
+        t += dt
+    return total
+
+
+def _timeseries(records: Sequence[RequestRecord], end: float, warmup: float, cost: CostModel) -> list[dict[str, Any]]:
+    seconds = max(1, math.ceil(end))
+    sent = [0] * seconds
+    completed = [0] * seconds
+    errors = [0] * seconds
+    tokens = [0] * seconds
+    ttfts: list[list[float]] = [[] for _ in range(seconds)]
+    starts: list[float] = []
+    ends: list[float] = []
+    for rec in records:
+        if rec.sent is None:
+            continue
+        s = min(int(rec.sent), seconds - 1)
+        sent[s] += 1
+        starts.append(rec.sent)
+        if rec.finished is not None:
+            ends.append(rec.finished)
+            f = min(int(rec.finished), seconds - 1)
+            if rec.ok:
+                completed[f] += 1
+                tokens[f] += rec.output_tokens
+            else:
+                errors[f] += 1
+        ttft = rec.ttft
+        if ttft is not None and rec.ok:
+            ttfts[s].append(ttft)
+    starts.sort()
+    ends.sort()
+    rows = []
+    i_start = i_end = 0
+    for s in range(seconds):
+        boundary = s + 1.0
+        while i_start < len(starts) and starts[i_start] <= boundary:
+            i_start += 1
+        while i_end < len(ends) and ends[i_end] <= boundary:
+            i_end += 1
+        ordered = sorted(ttfts[s])
+        rows.append(
+            {
+                "t": s,
+                "sent": sent[s],
+                "in_flight": i_start - i_end,
+                "completed": completed[s],
+                "errors": errors[s],
+                "output_tokens": tokens[s],
+                "ttft_p95_s": _r(percentile(ordered, 95)),
+                "replicas": cost.replicas(s + 0.5),
+                "warmup": s + 1 <= warmup,
+            }
+        )
+    return rows
+
+
+def _record(rec: RequestRecord) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "i": rec.index,
+        "scheduled": _r(rec.scheduled),
+        "sent": _r(rec.sent),
+        "lag": _r(rec.lag),
+        "ttft": _r(rec.ttft),
+        "e2e": _r(rec.e2e),
+        "prompt_tokens": rec.prompt_tokens,
+        "max_tokens": rec.max_tokens,
+        "output_tokens": rec.output_tokens,
+    }
+    if rec.warmup:
+        row["warmup"] = True
+    if rec.error is not None:
+        row["error"] = rec.error
+        row["detail"] = rec.detail
+    return row
+
+
+def build_report(
+    result: RunResult,
+    *,
+    target: str,
+    model: str | None,
+    workload: dict[str, Any],
+    cost: CostModel | None = None,
+    slo_ttft: float | None = None,
+    notes: Sequence[str] = (),
+    error: str | None = None,
+    include_records: bool = True,
+) -> dict[str, Any]:
+    """All figures of ``result`` as a JSON-ready dict (see the module docstring for what counts)."""
+    cost = cost or CostModel()
+    m = result.measurement
+    warmup = m.warmup
+    records = m.records
+    measured = [r for r in records if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    failed = [r for r in measured if r.error is not None]
+    end = max([result.elapsed, *(r.finished for r in records if r.finished is not None)], default=0.0)
+    window = max(end - warmup, 0.0)
+    output_tokens = sum(r.output_tokens for r in ok)
+    prompt_tokens = sum(r.prompt_tokens for r in ok)
+    kinds = Counter(r.error for r in failed if r.error is not None)
+    examples: dict[str, str] = {}
+    for r in failed:
+        if r.error is not None and r.error not in examples and r.detail:
+            examples[r.error] = r.detail
+    gpu_s = gpu_seconds(cost, warmup, end)
+    price = cost.price_per_gpu_hour
+    spent = gpu_s * price / 3600 if gpu_s is not None and price is not None else None
+
+    def per_million(tokens: int) -> float | None:
+        return _r(spent / tokens * 1e6, 4) if spent is not None and tokens > 0 else None
+
+    warm = len(records) - len(measured)
+    all_notes = list(notes)
+    if warmup > 0:
+        all_notes.insert(
+            0,
+            f"Warm-up: requests scheduled in the first {warmup:g}s ({warm} requests) were sent but are excluded "
+            "from every figure and from the cost.",
+        )
+    all_notes.append("ITL percentiles come from a log-bucketed histogram (within 1%); the others are exact.")
+    lag_values = [r.lag for r in measured if r.lag is not None]
+    report: dict[str, Any] = {
+        "version": REPORT_VERSION,
+        "target": target,
+        "model": model,
+        "status": result.status if error is None else "failed",
+        "error": error,
+        "started_at": result.started_at,
+        "workload": workload,
+        "warmup_s": warmup,
+        "window": {"start_s": _r(warmup), "end_s": _r(end), "seconds": _r(window)},
+        "requests": {
+            "scheduled": result.scheduled,
+            "sent": sum(1 for r in records if r.sent is not None),
+            "warmup_excluded": warm,
+            "measured": len(measured),
+            "succeeded": len(ok),
+            "failed": len(failed),
+        },
+        "ttft_s": _rsummary([t for r in ok if (t := r.ttft) is not None]),
+        "itl_s": {k: (_r(v) if isinstance(v, float) else v) for k, v in m.itl.summary().items()},
+        "tpot_s": _rsummary([t for r in ok if (t := r.tpot) is not None]),
+        "e2e_s": _rsummary([t for r in ok if (t := r.e2e) is not None]),
+        "schedule_lag_s": {
+            k: v for k, v in _rsummary(lag_values).items() if k in ("count", "mean", "p50", "p99", "max")
+        },
+        "throughput": {
+            "requests_per_s": _r(len(ok) / window, 3) if window > 0 else None,
+            "output_tokens_per_s": _r(output_tokens / window, 3) if window > 0 else None,
+            "total_tokens_per_s": _r((output_tokens + prompt_tokens) / window, 3) if window > 0 else None,
+            "output_tokens": output_tokens,
+            "prompt_tokens": prompt_tokens,
+        },
+        "errors": {
+            "total": len(failed),
+            "rate": _r(len(failed) / len(measured), 4) if measured else None,
+            "by_kind": dict(sorted(kinds.items())),
+            "examples": examples,
+            "kinds_explained": ERROR_KINDS,
+        },
+        "cost": {
+            "gpus_per_replica": cost.gpus_per_replica,
+            "gpu_seconds": _r(gpu_s, 3),
+            "price_per_gpu_hour": price,
+            "cost": _r(spent, 6),
+            "cost_per_million_output_tokens": per_million(output_tokens),
+            "cost_per_million_tokens": per_million(output_tokens + prompt_tokens),
+        },
+        "slo_ttft_s": slo_ttft,
+        "slo_attainment": (
+            _r(sum(1 for r in ok if (t := r.ttft) is not None and t <= slo_ttft) / len(measured), 4)
+            if slo_ttft is not None and measured
+            else None
+        ),
+        "notes": all_notes,
+        "timeseries": _timeseries(records, end, warmup, cost),
+    }
+    if include_records:
+        report["records"] = [_record(r) for r in records]
+    return report
+
+
+def write_json(report: dict[str, Any], path: str | Path) -> Path:
+    """Write ``report`` to ``path`` (parent folders created); returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    return out
+
+
+def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = None) -> Path:
+    """Plot load, replicas and p95 TTFT over time (matplotlib, Agg backend); returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    rows = report["timeseries"]
+    t = [r["t"] + 0.5 for r in rows]
+    fig, (ax_load, ax_rep, ax_ttft) = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True, constrained_layout=True)
+    ax_load.step(t, [r["sent"] for r in rows], where="mid", color="tab:blue", label="load (requests sent/s)")
+    ax_load.plot(t, [r["in_flight"] for r in rows], color="tab:orange", label="in flight")
+    ax_load.set_ylabel("requests")
+    ax_load.legend(loc="upper right", fontsize="small")
+    replicas = [r["replicas"] for r in rows]
+    if any(v is not None for v in replicas):
+        ax_rep.step(t, [math.nan if v is None else v for v in replicas], where="mid", color="tab:green")
+        ax_rep.set_ylim(0, max(v for v in replicas if v is not None) * 1.25 + 0.5)
+        ax_rep.yaxis.set_major_locator(MaxNLocator(integer=True))
+    else:
+        ax_rep.text(0.5, 0.5, "replicas unknown", ha="center", va="center", transform=ax_rep.transAxes)
+    ax_rep.set_ylabel("replicas")
+    ttft = [math.nan if r["ttft_p95_s"] is None else r["ttft_p95_s"] * 1e3 for r in rows]
+    ax_ttft.plot(t, ttft, marker=".", color="tab:red", label="p95 TTFT of requests sent that second")
+    slo = report.get("slo_ttft_s")
+    if slo is not None:
+        ax_ttft.axhline(slo * 1e3, color="black", linestyle="--", linewidth=1, label=f"SLO {slo * 1e3:g} ms")
+    ax_ttft.set_ylabel("p95 TTFT (ms)")
+    ax_ttft.set_xlabel("seconds since start")
+    ax_ttft.set_ylim(bottom=0)
+    ax_ttft.legend(loc="upper left", fontsize="small")
+    warmup = report.get("warmup_s") or 0
+    for ax in (ax_load, ax_rep, ax_ttft):
+        ax.grid(alpha=0.3)
+        if warmup > 0:
+            ax.axvspan(0, warmup, color="grey", alpha=0.15, label="_warm-up")
+    if warmup > 0:
+        ax_load.text(warmup / 2, 0.95, "warm-up", ha="center", va="top", fontsize="small",
+                     transform=ax_load.get_xaxis_transform())  # fmt: skip
+    ttft_p95 = report["ttft_s"].get("p95")
+    headline = title or f"{report['target']}: {report['workload'].get('description', '')}"
+    if ttft_p95 is not None:
+        headline += f"\np95 TTFT {ttft_p95 * 1e3:.0f} ms, {report['throughput']['output_tokens_per_s'] or 0:.0f} tok/s"
+    fig.suptitle(headline, fontsize="medium")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.1f}"
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    """A short human-readable summary of ``report``."""
+    req = report["requests"]
+    thr = report["throughput"]
+    lines = [
+        f"Target {report['target']} ({report['model'] or 'model not named'}): "
+        f"{report['workload'].get('description', '')}",
+        f"Status: {report['status']}" + (f" ({report['error']})" if report["error"] else ""),
+        f"Requests: {req['sent']} sent of {req['scheduled']} scheduled; measured {req['measured']} "
+        f"({req['warmup_excluded']} in warm-up excluded): {req['succeeded']} succeeded, {req['failed']} failed",
+        f"{'':14}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}  (ms)",
+    ]
+    for name, key in (("TTFT", "ttft_s"), ("ITL", "itl_s"), ("TPOT", "tpot_s"), ("end-to-end", "e2e_s")):
+        s = report[key]
+        lines.append(f"{name:14}{_ms(s['p50']):>9}{_ms(s['p95']):>9}{_ms(s['p99']):>9}{_ms(s['max']):>9}")
+    lag = report["schedule_lag_s"]
+    lines.append(f"{'schedule lag':14}{_ms(lag['p50']):>9}{'':>9}{_ms(lag['p99']):>9}{_ms(lag['max']):>9}")
+    if thr["requests_per_s"] is not None:
+        lines.append(
+            f"Throughput: {thr['requests_per_s']:.2f} req/s, {thr['output_tokens_per_s']:.1f} output tokens/s "
+            f"over {report['window']['seconds']:.1f}s"
+        )
+    errors = report["errors"]
+    if errors["total"]:
+        kinds = ", ".join(f"{k} {n}" for k, n in errors["by_kind"].items())
+        lines.append(f"Errors: {errors['total']} ({kinds})")
+        lines += [f"  {k}: {v}" for k, v in errors["examples"].items()]
+    cost = report["cost"]
+    if cost["gpu_seconds"] is not None:
+        line = f"GPU-seconds: {cost['gpu_seconds']:.1f}"
+        if cost["cost"] is not None:
+            per_m = cost["cost_per_million_output_tokens"]
+            line += f", cost {cost['cost']:.4f} at {cost['price_per_gpu_hour']:g}/GPU-hour"
+            line += f", {per_m:.4f} per million output tokens" if per_m is not None else ""
+        lines.append(line)
+    if report.get("slo_attainment") is not None:
+        lines.append(f"SLO attainment (TTFT <= {report['slo_ttft_s']:g}s): {report['slo_attainment']:.2%}")
+    lines += [f"Note: {n}" for n in report["notes"]]
+    return "\n".join(lines)
