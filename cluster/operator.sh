@@ -21,6 +21,12 @@ case "${1:-}" in
       exit 0
     fi
     mkdir -p "$(dirname "$pidfile")" "$(dirname "$log")"
+    # With the local Prometheus up (cluster/prometheus.sh), scale from it on short windows.
+    if [[ -n "${INFERSCALE_PROMETHEUS_URL:-}" ]]; then
+      export INFERSCALE_TICK_SECONDS="${INFERSCALE_TICK_SECONDS:-5}"
+      export INFERSCALE_TTFT_WINDOW_SECONDS="${INFERSCALE_TTFT_WINDOW_SECONDS:-30}"
+      export INFERSCALE_STALE_AFTER_SECONDS="${INFERSCALE_STALE_AFTER_SECONDS:-20}"
+    fi
     setsid nohup "$root/.venv/bin/inferscale" operator run >"$log" 2>&1 </dev/null &
     echo $! >"$pidfile"
     echo "operator started (pid $!), log: $log"

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Operator, condition, get_json, kubectl, wait_for
+from tests.e2e.conftest import KUBECONFIG, KUBECTL, ROOT, Operator, condition, get_json, kubectl, wait_for
 from tests.e2e.test_engines import PROMETHEUS, endpoints, hold_streams, prometheus, runner  # noqa: F401
 
 # Fast enough for a test: 2 s ticks against a 2 s scrape, windows of tens of seconds.
@@ -79,3 +80,28 @@ def test_rising_queue_scales_up_and_falling_load_scales_down(scaling_operator: O
     assert isvc["status"]["lastDecision"]["reason"] in ("ScaledDown", "AtMinReplicas", "Steady")
     assert condition(isvc, "ScalingLimited").get("status") in ("True", "False")
     assert "Traceback" not in scaling_operator.log_text()
+
+
+def test_closed_loop_validation_passes_on_a_step_in_load(
+    scaling_operator: Operator, namespace: str, tmp_path: Path
+) -> None:
+    """The short form of the demo (`make demo`): loadgen's validation of a step in load."""
+    from loadgen import validate
+
+    kubectl("-n", namespace, "apply", "-f", str(ROOT / "examples" / "demo-chat.yaml"))
+    proxy, _ = wait_for("one ready engine behind the proxy", lambda: endpoints(namespace, "chat", 1), timeout=60)
+    report = tmp_path / "validate.json"
+    code = validate.main(
+        [
+            "--namespace", namespace, "--name", "chat", "--url", proxy,
+            "--kubectl", f"{KUBECTL} --kubeconfig={KUBECONFIG}",
+            "--base-rate", "2", "--peak-rate", "16", "--step-at", "10", "--step-until", "50", "--duration", "70",
+            "--recover-within", "35", "--scale-down-wait", "60",
+            "--json", str(report), "--png", str(tmp_path / "validate.png"),
+        ]
+    )  # fmt: skip
+    verdict = json.loads(report.read_text())["validation"]
+    assert code == 0, verdict
+    assert verdict["passed"] and verdict["failed"] == 0
+    assert verdict["replicas_peak"] > verdict["replicas_before_step"]
+    assert (tmp_path / "validate.png").stat().st_size > 0
