@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from loadgen import simulate_cli
 from loadgen.client import (
     ClientConfig,
     LiveProgress,
@@ -161,7 +162,7 @@ def add_knee_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_knee)
 
 
-SUBCOMMANDS: list[Callable[[Any], None]] = [add_run_parser, add_knee_parser]
+SUBCOMMANDS: list[Callable[[Any], None]] = [add_run_parser, add_knee_parser, simulate_cli.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,109 @@
+"""A small, deterministic synthetic request trace in the Azure layout, for tests and demos.
+
+The default is half an hour shaped like a working day compressed: a quiet night at 1.5 req/s for five
+minutes, a fifteen-minute morning ramp to 5 req/s, a 30-second burst at 6.5 req/s at the peak, then an
+afternoon decline to 4 req/s. The ramp is slow next to a 90 s cold start (an autoscaler can follow it)
+and the burst is shorter than one (it cannot). Arrivals are Poisson; prompt and output lengths are
+lognormal (median 512 and 128 tokens). The same seed always gives the same file::
+
+    python -m loadgen.synthetic_trace tests/data/synthetic_trace.csv
+
+writes the file the fleet-simulator tests replay (``TIMESTAMP`` in seconds from the start, three decimals,
+as in the Mooncake conversion, then ``ContextTokens,GeneratedTokens``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadgen.traffic import Arrival, Lognormal, Segment, build_schedule
+
+__all__ = ["DEFAULT_KNOTS", "Piecewise", "synthetic_arrivals", "write_trace"]
+
+DEFAULT_KNOTS: tuple[tuple[float, float], ...] = (
+    (0.0, 1.5),  # night
+    (300.0, 1.5),
+    (1200.0, 5.0),  # the morning ramp
+    (1260.0, 5.0),
+    (1261.0, 6.5),  # a 30-second burst at the peak
+    (1290.0, 6.5),
+    (1291.0, 5.0),
+    (1800.0, 4.0),  # the afternoon decline
+)
+"""``(seconds, requests per second)`` knots of the default shape, joined linearly."""
+
+PROMPT = Lognormal(median=512, sigma=0.6, max=4096)
+OUTPUT = Lognormal(median=128, sigma=0.5, max=1024)
+
+
+@dataclass(frozen=True, slots=True)
+class Piecewise:
+    """A rate joined linearly between ``(time, rate)`` knots; held at the last knot's rate after it."""
+
+    knots: tuple[tuple[float, float], ...]
+
+    def __post_init__(self) -> None:
+        if not self.knots or self.knots[0][0] != 0.0:
+            raise ValueError("piecewise rate: the first knot must be at time 0")
+        for (t0, _), (t1, _) in itertools.pairwise(self.knots):
+            if t1 < t0:
+                raise ValueError(f"piecewise rate: knot times must not decrease ({t0} then {t1})")
+        if any(rate < 0 for _, rate in self.knots):
+            raise ValueError("piecewise rate: rates must be >= 0")
+
+    @property
+    def name(self) -> str:
+        return "piecewise"
+
+    def segments(self, duration: float) -> list[Segment]:
+        out = []
+        for (t0, r0), (t1, r1) in itertools.pairwise(self.knots):
+            if t1 <= t0 or t0 >= duration:
+                continue
+            end = min(t1, duration)
+            out.append(Segment(t0, end, r0, r0 + (r1 - r0) * (end - t0) / (t1 - t0)))
+        last_t, last_rate = self.knots[-1]
+        if duration > last_t:
+            out.append(Segment(last_t, duration, last_rate, last_rate))
+        return out
+
+    def describe(self) -> str:
+        return "piecewise " + ", ".join(f"{r:g} req/s at {t:g}s" for t, r in self.knots)
+
+
+def synthetic_arrivals(
+    *, duration: float = 1800.0, knots: Sequence[tuple[float, float]] = DEFAULT_KNOTS, seed: int = 7
+) -> list[Arrival]:
+    """The synthetic schedule: Poisson arrivals of the piecewise rate, lognormal 512/128-token requests."""
+    return build_schedule(Piecewise(tuple(knots)), duration, prompt=PROMPT, output=OUTPUT, seed=seed, poisson=True)
+
+
+def write_trace(arrivals: Sequence[Arrival], path: str | Path) -> Path:
+    """Write arrivals as an Azure-layout CSV (seconds with millisecond resolution); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    lines += [f"{a.send_time:.3f},{a.prompt_tokens},{a.max_tokens}" for a in arrivals]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write the synthetic fleet-simulator trace (Azure CSV layout).")
+    parser.add_argument("out", help="CSV file to write, e.g. tests/data/synthetic_trace.csv")
+    parser.add_argument("--duration", type=float, default=1800.0, help="seconds of traffic (default 1800)")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    arrivals = synthetic_arrivals(duration=args.duration, seed=args.seed)
+    path = write_trace(arrivals, args.out)
+    print(f"wrote {len(arrivals)} requests over {args.duration:g}s to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
