@@ -31,8 +31,7 @@ The rules, in the order `decide` applies them:
    removes them only when all of these hold: the load fits fewer replicas, each at no more
    than 80% of its concurrency ceiling, KV cache and queue target, and of the per-replica
    load at which the SLO last broke (`Memory.slo_knee_per_replica`); the change exceeds the
-   10% tolerance; p95 TTFT is at most 80% of the SLO and GPU utilisation (when reported) is
-   not above its target (else `InsufficientHeadroom`); the ready count has not changed
+   10% tolerance; p95 TTFT is at most 80% of the SLO (else `InsufficientHeadroom`); the ready count has not changed
    within `ttft_window`, and no higher count was recommended within the
    `scaleDown.stabilizationSeconds` window (else `Stabilizing`). It then removes at most
    `scaleDown.maxStepReplicas` (`ScaledDown`). On the first tick with empty memory, the
@@ -395,8 +394,9 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
     short = []
     if not ttft_ok and load.ttft is not None:
         short.append(f"p95 TTFT {_secs(load.ttft)} is above {HEADROOM:.0%} of SLO {_secs(slo)}")
-    if load.gpu is not None and load.gpu > scaling.gpu_utilization_percent:
-        short.append(f"GPU utilisation {load.gpu:.0f}% is above its {scaling.gpu_utilization_percent}% target")
+    # GPU utilisation does not veto a scale-down: DCGM's utilisation is the share of time a
+    # kernel runs, which a continuous-batching engine keeps near 100% at any load, so it
+    # would block every scale-down (the fleet simulator showed exactly that). It is reported.
     if short:
         # No headroom to go lower: this tick counts as needing the current count.
         memory = tick.remember(current, memory)

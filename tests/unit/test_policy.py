@@ -249,10 +249,10 @@ def test_no_scale_down_without_ttft_headroom() -> None:
     )
 
 
-def test_no_scale_down_while_gpus_run_above_their_target() -> None:
-    decision = _decide(_seen(4, running=10, ttft=0.4, gpu=92))
-    assert (decision.replicas, decision.reason) == (4, Reason.INSUFFICIENT_HEADROOM)
-    assert "GPU utilisation 92% is above its 80% target" in decision.message
+def test_busy_gpus_do_not_block_a_scale_down_the_slo_allows() -> None:
+    # A continuous-batching engine keeps DCGM utilisation near 100% at any load.
+    decision = _decide(_seen(4, running=10, ttft=0.4, gpu=97))
+    assert decision.reason is Reason.SCALED_DOWN
 
 
 def test_stale_gpu_utilisation_is_ignored() -> None:
