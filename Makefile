@@ -4,14 +4,15 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: help deps install lint crd cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit demo down
+.PHONY: help deps install lint crd lock cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit demo down
 
 help:
 	@echo "make demo         local cluster + operator + an example InferenceService, shown with kubectl"
 	@echo "make test         everything: lint, unit tests, end-to-end tests on the local cluster"
 	@echo "make test-unit    unit tests only (no cluster)"
 	@echo "make down         stop the demo's operator and the local cluster"
-	@echo "make crd          regenerate crds/ from the models"
+	@echo "make crd          regenerate crds/ (and the Helm chart's copy) from the models"
+	@echo "make lock         re-pin the container image's dependencies (requirements.lock)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +41,15 @@ lint: install
 
 crd: install
 	$(BIN)/inferscale crd generate
+
+# The image's pinned runtime dependencies: what `pip install .` resolves in a fresh venv.
+lock:
+	rm -rf build/lock-venv
+	$(PYTHON) -m venv build/lock-venv
+	build/lock-venv/bin/pip install -q .
+	{ sed -n '/^#/p' requirements.lock; build/lock-venv/bin/pip freeze --exclude inferscale; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock
+	rm -rf build/lock-venv
 
 cluster-up:
 	bash cluster/up.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok
-# from their Go modules into a cache outside the repository, keyed by version.
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and
+# helm from their Go modules into a cache outside the repository, keyed by version (helm
+# in a folder of its own, so bumping it rebuilds neither it nor the control plane in vain).
 # A second run with the same versions is a no-op.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,24 +11,26 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
 cache="${INFERSCALE_CACHE:-$HOME/.cache/inferscale}"
 bin="$cache/bin/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+helm_bin="$cache/bin/helm-$HELM_VERSION"
 work="$cache/build"
-mkdir -p "$bin" "$work"
+mkdir -p "$bin" "$helm_bin" "$work"
 
 need=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
-missing=0
-for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || missing=1; done
-if [[ $missing == 0 ]]; then
-  echo "cluster binaries cached in $bin"
+all_cached() {
+  local b
+  for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
+  [[ -x "$helm_bin/helm" ]]
+}
+if all_cached; then
+  echo "cluster binaries cached in $bin and $helm_bin"
   exit 0
 fi
 
 # One build at a time: a second caller waits, then finds the binaries cached.
 exec 9>"$cache/build.lock"
 flock 9
-missing=0
-for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || missing=1; done
-if [[ $missing == 0 ]]; then
-  echo "cluster binaries cached in $bin (built by a concurrent run)"
+if all_cached; then
+  echo "cluster binaries cached in $bin and $helm_bin (built by a concurrent run)"
   exit 0
 fi
 
@@ -90,6 +93,16 @@ build_kwok() {
   chmod u+w "$bin"/kwok-stages/*
 }
 
+build_helm() {
+  local dir="$work/helm-$HELM_VERSION"
+  mkdir -p "$dir" && cd "$dir"
+  [[ -f go.mod ]] || go mod init inferscale.local/helm-build >/dev/null
+  go get "helm.sh/helm/v4@$HELM_VERSION"
+  # What helm's own Makefile stamps into a release build (`helm version`).
+  local ld="-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+  go build -trimpath -ldflags "$ld" -o "$helm_bin/helm" helm.sh/helm/v4/cmd/helm
+}
+
 [[ -x "$bin/etcd" ]] || (build_etcd)
 echo "etcd built after $((SECONDS - start))s"
 [[ -x "$bin/kwok" ]] || (build_kwok)
@@ -97,4 +110,6 @@ echo "kwok built after $((SECONDS - start))s"
 k8s_ok=1
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do [[ -x "$bin/$b" ]] || k8s_ok=0; done
 [[ $k8s_ok == 1 ]] || (build_kubernetes)
-echo "cluster binaries built in $((SECONDS - start))s into $bin"
+echo "kubernetes built after $((SECONDS - start))s"
+[[ -x "$helm_bin/helm" ]] || (build_helm)
+echo "cluster binaries built in $((SECONDS - start))s into $bin and $helm_bin"

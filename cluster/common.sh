@@ -7,6 +7,7 @@ source "$here/versions.env"
 # Same cache layout as build.sh, so up.sh finds what build.sh produced.
 cache="${INFERSCALE_CACHE:-$HOME/.cache/inferscale}"
 bin="$cache/bin/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+helm_bin="$cache/bin/helm-$HELM_VERSION"
 
 state="${INFERSCALE_CLUSTER_DIR:-$HOME/.cache/inferscale/cluster}"
 certs="$state/certs"

@@ -20,7 +20,14 @@ since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; 
 hints() {
   echo "kubeconfig: $kubeconfig"
   echo "  export KUBECONFIG=$kubeconfig"
-  echo "  export PATH=$state/bin:\$PATH   # kubectl $KUBERNETES_VERSION (or: source cluster/env.sh)"
+  echo "  export PATH=$state/bin:\$PATH   # kubectl $KUBERNETES_VERSION, helm $HELM_VERSION (or: source cluster/env.sh)"
+}
+
+# The pinned kubectl and helm, first on PATH after `source cluster/env.sh`.
+link_tools() {
+  mkdir -p "$state/bin"
+  ln -sfn "$bin/kubectl" "$state/bin/kubectl"
+  ln -sfn "$helm_bin/helm" "$state/bin/helm"
 }
 
 # --- binaries (a no-op when cached) -------------------------------------------------
@@ -40,6 +47,7 @@ up=1
 for c in "${components[@]}"; do component_alive "$c" || up=0; done
 if [[ $up == 1 ]] && api_get /readyz >/dev/null; then
   echo "cluster already up (state in $state)"
+  link_tools
   hints
   exit 0
 fi
@@ -57,8 +65,8 @@ for p in "$etcd_port" "$etcd_peer_port" "$apiserver_port" "$kcm_port" "$schedule
 done
 
 t0=$EPOCHREALTIME
-mkdir -p "$certs" "$logs" "$pids" "$state/config" "$state/bin"
-ln -sfn "$bin/kubectl" "$state/bin/kubectl"
+mkdir -p "$certs" "$logs" "$pids" "$state/config"
+link_tools
 
 # --- certificates ---------------------------------------------------------------------
 # One CA signs the apiserver serving cert and the client certs (the apiserver trusts it

@@ -11,9 +11,12 @@ from pydantic import ValidationError
 
 def _run_operator(args: argparse.Namespace) -> int:
     import kopf
+    from prometheus_client import start_http_server
 
     import inferscale.handlers  # noqa: F401  (registers the handlers with kopf)
+    from inferscale import leader, telemetry
     from inferscale.config import OperatorConfig
+    from inferscale.kube import Kube
 
     overrides = {
         "prometheus_url": args.prometheus_url,
@@ -25,31 +28,52 @@ def _run_operator(args: argparse.Namespace) -> int:
     except ValidationError as error:
         print(f"inferscale: invalid operator configuration: {error}", file=sys.stderr)
         return 2
+    lease = args.lease.split("/") if args.lease else None
+    if lease is not None and (len(lease) != 2 or not all(lease)):
+        print(f"inferscale: --lease must be NAMESPACE/NAME, not {args.lease!r}", file=sys.stderr)
+        return 2
     kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
+    # Served from the start, so a replica standing by is a healthy scrape target too.
+    if config.metrics_port:
+        start_http_server(config.metrics_port)
+    elector = None
+    if lease is not None:
+        elector = leader.Elector(Kube.from_environment(), lease[0], lease[1], identity=leader.new_identity())
+        telemetry.LEADER.set(0)
+        with leader.standby_probe(args.liveness):
+            elector.acquire()
+        elector.keep(on_lost=leader.stop_self)
+    telemetry.LEADER.set(1)
     namespaces = args.namespace or []
-    kopf.run(
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        standalone=True,
-        liveness_endpoint=args.liveness,
-        memo=kopf.Memo(config=config),
-    )
-    return 0
+    try:
+        kopf.run(
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            standalone=True,  # one replica runs at a time through --lease, not kopf's peering
+            liveness_endpoint=args.liveness,
+            memo=kopf.Memo(config=config),
+        )
+    finally:
+        if elector is not None:
+            elector.release()
+    return 1 if elector is not None and elector.lost else 0
 
 
 def _generate_crd(args: argparse.Namespace) -> int:
     from inferscale import crd
 
-    path = Path(args.output)
+    paths = [Path(output) for output in args.output] if args.output else list(crd.CRD_FILES)
     if args.check:
-        current = path.read_text() if path.exists() else ""
-        if current != crd.render_yaml():
+        stale = [path for path in paths if not path.exists() or path.read_text() != crd.render_yaml()]
+        for path in stale:
             print(f"{path} is stale: run `inferscale crd generate` and commit the result", file=sys.stderr)
+        if stale:
             return 1
-        print(f"{path} is current")
+        print(f"{', '.join(map(str, paths))} current")
         return 0
-    crd.write(path)
-    print(f"wrote {path}")
+    for path in paths:
+        crd.write(path)
+        print(f"wrote {path}")
     return 0
 
 
@@ -67,11 +91,21 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--prometheus-url", help="Prometheus base URL (env INFERSCALE_PROMETHEUS_URL); unset: no scaling")
     run.add_argument("--tick-seconds", type=float, help="scaling tick period (env INFERSCALE_TICK_SECONDS, default 15)")
     run.add_argument("--metrics-port", type=int, help="serve the operator's own metrics (env INFERSCALE_METRICS_PORT)")
+    run.add_argument(
+        "--lease",
+        metavar="NAMESPACE/NAME",
+        help="run only while holding this Lease (leader election: of several replicas one runs, the others wait)",
+    )
     run.set_defaults(func=_run_operator)
 
     crd_cmd = commands.add_parser("crd", help="the InferenceService CRD").add_subparsers(dest="action", required=True)
     generate = crd_cmd.add_parser("generate", help="write the CRD generated from the pydantic models")
-    generate.add_argument("--output", "-o", default="crds/inferenceservice.yaml")
+    generate.add_argument(
+        "--output",
+        "-o",
+        action="append",
+        help="file to write (repeatable); default: crds/inferenceservice.yaml and the Helm chart's copy",
+    )
     generate.add_argument("--check", action="store_true", help="fail if the file differs from the models")
     generate.set_defaults(func=_generate_crd)
 

@@ -1,9 +1,9 @@
 """Generate the InferenceService CustomResourceDefinition from the pydantic models.
 
-`inferscale crd generate` writes `crds/inferenceservice.yaml`; a test fails when the file
-is stale. The pydantic JSON Schema is turned into a Kubernetes *structural* schema:
-references inlined, optional fields unwrapped from `anyOf [.., null]`, numeric bounds
-in OpenAPI v3.0 form, and no titles.
+`inferscale crd generate` writes `crds/inferenceservice.yaml` and the Helm chart's copy;
+a test fails when either is stale. The pydantic JSON Schema is turned into a Kubernetes
+*structural* schema: references inlined, optional fields unwrapped from `anyOf [.., null]`,
+numeric bounds in OpenAPI v3.0 form, and no titles.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import yaml
 from inferscale import api
 
 CRD_FILE = Path("crds") / "inferenceservice.yaml"
+CHART_CRD_FILE = Path("charts") / "inferscale" / "crds" / "inferenceservice.yaml"
+CRD_FILES = (CRD_FILE, CHART_CRD_FILE)
 
 _KEPT_KEYS = {
     "type",

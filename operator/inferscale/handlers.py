@@ -15,13 +15,14 @@ Deployments and pods from in-memory indexes, asks the pure policy for each servi
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
-from prometheus_client import start_http_server
 
 from inferscale import render, telemetry
 from inferscale.api import (
@@ -75,8 +76,6 @@ async def configure(
     memo.kube = await asyncio.to_thread(Kube.from_environment)
     config: OperatorConfig = memo.get("config") or OperatorConfig()
     memo.config = config
-    if config.metrics_port:
-        start_http_server(config.metrics_port)
     prometheus = config.prometheus()
     if prometheus is None:
         logger.warning("No Prometheus configured (INFERSCALE_PROMETHEUS_URL): reconciling only, not scaling")
@@ -340,6 +339,78 @@ def _views(
             )
 
 
+@dataclass(frozen=True)
+class TickPlans:
+    """What one tick decided for every service, before any write."""
+
+    now: datetime
+    plans: list[tuple[dict[str, Any], ServiceView, Plan]]
+    pod_load: dict[ServiceKey, dict[str, float]]
+
+
+async def plan_tick(
+    signals: PrometheusSignals,
+    config: OperatorConfig,
+    isvcs: kopf.Index[ServiceKey, dict[str, Any]],
+    deployments: kopf.Index[ServiceKey, int],
+    pods: kopf.Index[ServiceKey, tuple[str, str]],
+    logger: kopf.Logger,
+) -> TickPlans | None:
+    """The reading and deciding half of a tick, for every service at once; None if there is none.
+
+    Prometheus answers while the views are built, and the per-pod load (asked only when some
+    service scales down) while the other services are planned: both are submitted to a thread
+    at once, not at the event loop's next turn, since building and planning do not yield.
+    """
+    now = datetime.now(UTC)
+    if not any(key in deployments for key in isvcs):
+        return None  # nothing the tick could act on: do not query
+    loop = asyncio.get_running_loop()
+    fetching = loop.run_in_executor(None, functools.partial(signals.fetch_all, now=now))
+    try:
+        views = list(_views(isvcs, deployments, pods))
+    finally:
+        found, failure = await _answer(fetching)
+    if not views:
+        return None
+    metrics_error: str | None = None
+    if failure is not None:
+        metrics_error = str(failure)
+        telemetry.QUERY_ERRORS.labels(type(failure).__name__).inc()
+        logger.warning(f"Holding replicas of every InferenceService: {failure}")
+
+    plans = []
+    loading: asyncio.Future[dict[ServiceKey, dict[str, float]]] | None = None
+    for body, view in views:
+        plan = plan_service(
+            view,
+            found.get((view.isvc.metadata.namespace, view.isvc.metadata.name)),
+            metrics_error=metrics_error,
+            now=now,
+            stale_after=config.stale_after,
+            ttft_window=config.ttft_window,
+        )
+        plans.append((body, view, plan))
+        if loading is None and plan.scale_to is not None and plan.scale_to < plan.current_replicas:
+            loading = loop.run_in_executor(None, functools.partial(signals.pod_load, now=now))
+    pod_load: dict[ServiceKey, dict[str, float]] = {}
+    if loading is not None:
+        try:
+            pod_load = await loading
+        except MetricsError as error:
+            logger.warning(f"Scaling down without per-pod load (pods leave in the ReplicaSet's order): {error}")
+    return TickPlans(now=now, plans=plans, pod_load=pod_load)
+
+
+async def _answer(
+    fetching: asyncio.Future[dict[ServiceKey, ServiceSignals]],
+) -> tuple[dict[ServiceKey, ServiceSignals], MetricsError | None]:
+    try:
+        return await fetching, None
+    except MetricsError as error:
+        return {}, error
+
+
 async def _tick(
     kube: Kube,
     signals: PrometheusSignals,
@@ -349,48 +420,17 @@ async def _tick(
     pods: kopf.Index[ServiceKey, tuple[str, str]],
     logger: kopf.Logger,
 ) -> None:
-    now = datetime.now(UTC)
-    views = list(_views(isvcs, deployments, pods))
-    if not views:
+    planned = await plan_tick(signals, config, isvcs, deployments, pods, logger)
+    if planned is None:
         return
-    metrics_error: str | None = None
-    found: dict[ServiceKey, ServiceSignals] = {}
-    try:
-        found = await asyncio.to_thread(signals.fetch_all, now=now)
-    except MetricsError as error:
-        metrics_error = str(error)
-        telemetry.QUERY_ERRORS.labels(type(error).__name__).inc()
-        logger.warning(f"Holding replicas of every InferenceService: {error}")
-
-    plans = [
-        (
-            body,
-            view,
-            plan_service(
-                view,
-                found.get((view.isvc.metadata.namespace, view.isvc.metadata.name)),
-                metrics_error=metrics_error,
-                now=now,
-                stale_after=config.stale_after,
-                ttft_window=config.ttft_window,
-            ),
-        )
-        for body, view in views
-    ]
-    pod_load: dict[ServiceKey, dict[str, float]] = {}
-    if any(plan.scale_to is not None and plan.scale_to < plan.current_replicas for _, _, plan in plans):
-        try:
-            pod_load = await asyncio.to_thread(signals.pod_load, now=now)
-        except MetricsError as error:
-            logger.warning(f"Scaling down without per-pod load (pods leave in the ReplicaSet's order): {error}")
-
+    now, pod_load = planned.now, planned.pod_load
     gate = asyncio.Semaphore(TICK_CONCURRENCY)
 
     async def act(body: dict[str, Any], view: ServiceView, plan: Plan) -> None:
         async with gate:
             await _act(kube, body, view, plan, pod_load, pods, logger, now)
 
-    await asyncio.gather(*(act(body, view, plan) for body, view, plan in plans))
+    await asyncio.gather(*(act(body, view, plan) for body, view, plan in planned.plans))
 
 
 async def _act(

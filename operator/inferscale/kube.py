@@ -30,6 +30,7 @@ _COLLECTIONS = {
     ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
     ("policy/v1", "PodDisruptionBudget"): "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}",
     (f"{GROUP}/{VERSION}", KIND): f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}",
+    ("coordination.k8s.io/v1", "Lease"): "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
 }
 
 
@@ -179,6 +180,15 @@ class Kube:
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
         manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"namespace": namespace, "name": name}}
         return self._call(_path(manifest), "GET", what=_describe(manifest))
+
+    def create(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """POST a new object; raises KubeError with status 409 if it already exists."""
+        collection = _path(manifest).rsplit("/", 1)[0]
+        return self._call(collection, "POST", what=_describe(manifest), body=dict(manifest))
+
+    def replace(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; with metadata.resourceVersion set, a concurrent change makes it fail with 409."""
+        return self._call(_path(manifest), "PUT", what=_describe(manifest), body=dict(manifest))
 
     def secret_keys(self, namespace: str, name: str) -> set[str]:
         """The keys a Secret holds (never its values). Raises NotFound if it does not exist."""

@@ -1,4 +1,4 @@
-"""The operator's own Prometheus metrics: decisions, tick duration, query errors."""
+"""The operator's own Prometheus metrics: decisions, tick duration, query errors, leadership."""
 
 from __future__ import annotations
 
@@ -24,4 +24,7 @@ TICK_SECONDS = Histogram(
 )
 QUERY_ERRORS = Counter(
     "inferscale_prometheus_query_errors_total", "Ticks whose Prometheus queries failed, by error type.", ["error"]
+)
+LEADER = Gauge(
+    "inferscale_leader", "1 while this replica runs the operator, 0 while it stands by for the leader Lease."
 )

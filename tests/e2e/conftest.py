@@ -3,6 +3,7 @@ running for real as a subprocess, driven with kubectl as a user would."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -77,10 +78,13 @@ def cluster() -> Path:
 
 
 class Operator:
-    """The operator as a user runs it: `inferscale operator run`, in its own process."""
+    """The operator as a user runs it: `inferscale operator run`, in its own process
+    (by default as cluster-admin; `kubeconfig` and `args` run it as someone else, with flags)."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, *, kubeconfig: Path = KUBECONFIG, args: tuple[str, ...] = ()) -> None:
         self.log_dir = log_dir
+        self.kubeconfig = kubeconfig
+        self.args = args
         self.process: subprocess.Popen[bytes] | None = None
         self.logs: list[Path] = []
 
@@ -90,10 +94,10 @@ class Operator:
         self.logs.append(log)
         env = {key: value for key, value in os.environ.items() if not key.startswith("INFERSCALE_")}
         env.update({f"INFERSCALE_{key.upper()}": value for key, value in settings.items()})
-        env["KUBECONFIG"] = str(KUBECONFIG)
+        env["KUBECONFIG"] = str(self.kubeconfig)
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "inferscale", "operator", "run", "--verbose"],
+                [sys.executable, "-m", "inferscale", "operator", "run", "--verbose", *self.args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -117,14 +121,35 @@ class Operator:
         return "\n".join(path.read_text(errors="replace") for path in self.logs)
 
 
+# The session's operator while it exists (see session_operator_paused).
+_SESSION_OPERATOR: list[Operator] = []
+
+
 @pytest.fixture(scope="session")
 def operator(cluster: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     running = Operator(tmp_path_factory.mktemp("operator"))
     running.start()
+    _SESSION_OPERATOR.append(running)
     yield running
+    _SESSION_OPERATOR.remove(running)
     running.stop()
     text = running.log_text()
     assert "Traceback" not in text, f"the operator logged a traceback:\n{text[-5000:]}"
+
+
+@contextlib.contextmanager
+def session_operator_paused() -> Iterator[None]:
+    """Stop the session's operator, if a test started it, for the block (it watches every
+    namespace as cluster-admin, so a test can see what another operator does on its own)."""
+    running = next((op for op in _SESSION_OPERATOR if op.process is not None), None)
+    if running is None:
+        yield
+        return
+    running.stop()
+    try:
+        yield
+    finally:
+        running.start()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The CRD in crds/ is generated from the models and must be current."""
+"""The CRD in crds/ (and the Helm chart's copy) is generated from the models and must be current."""
 
 from pathlib import Path
 
@@ -10,6 +10,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_committed_crd_is_current() -> None:
     committed = (ROOT / crd.CRD_FILE).read_text()
     assert committed == crd.render_yaml(), "crds/ is stale: run `inferscale crd generate` and commit it"
+
+
+def test_the_chart_ships_the_same_crd() -> None:
+    shipped = (ROOT / crd.CHART_CRD_FILE).read_text()
+    assert shipped == crd.render_yaml(), f"{crd.CHART_CRD_FILE} is stale: run `inferscale crd generate` and commit it"
 
 
 def _walk(node: object, path: str = ""):  # type: ignore[no-untyped-def]
