@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import math
 import os
 import resource
 import signal
@@ -25,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from loadgen import simulate_cli
+from loadgen.argtypes import non_negative, positive
 from loadgen.client import (
     ClientConfig,
     LiveProgress,
@@ -67,20 +67,6 @@ def _fail(message: str) -> None:
     print(f"loadgen: error: {message}", file=sys.stderr)
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
-
-
 def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text}")
@@ -90,7 +76,7 @@ def _count(text: str) -> int:
 def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url", help="base URL of the engine or its Service, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", help="model name to send (default: the first of the target's /v1/models)")
-    p.add_argument("--timeout", type=_positive, default=300.0, metavar="S", help="per request (default 300)")
+    p.add_argument("--timeout", type=positive, default=300.0, metavar="S", help="per request (default 300)")
     p.add_argument("--no-progress", action="store_true", help="no live progress line on stderr")
 
 
@@ -104,15 +90,15 @@ def add_run_parser(sub: Any) -> None:
     _add_target_args(p)
     shape = p.add_argument_group("synthetic traffic (when no --trace)")
     shape.add_argument("--shape", choices=SHAPES, default="poisson")
-    shape.add_argument("--rate", type=_non_negative, default=1.0, metavar="RPS", help="base rate (default 1)")
-    shape.add_argument("--peak-rate", type=_non_negative, metavar="RPS", help="step/ramp/burst/diurnal peak rate")
-    shape.add_argument("--at", type=_non_negative, metavar="S", help="step: when it steps up; burst: first burst")
-    shape.add_argument("--until", type=_positive, metavar="S", help="step: when it steps back down")
-    shape.add_argument("--ramp-time", type=_positive, metavar="S", help="ramp: seconds to the peak (default: all)")
-    shape.add_argument("--period", type=_positive, metavar="S", help="burst/diurnal period (default: duration)")
-    shape.add_argument("--burst-length", type=_positive, metavar="S", help="burst: seconds at the peak rate")
+    shape.add_argument("--rate", type=non_negative, default=1.0, metavar="RPS", help="base rate (default 1)")
+    shape.add_argument("--peak-rate", type=non_negative, metavar="RPS", help="step/ramp/burst/diurnal peak rate")
+    shape.add_argument("--at", type=non_negative, metavar="S", help="step: when it steps up; burst: first burst")
+    shape.add_argument("--until", type=positive, metavar="S", help="step: when it steps back down")
+    shape.add_argument("--ramp-time", type=positive, metavar="S", help="ramp: seconds to the peak (default: all)")
+    shape.add_argument("--period", type=positive, metavar="S", help="burst/diurnal period (default: duration)")
+    shape.add_argument("--burst-length", type=positive, metavar="S", help="burst: seconds at the peak rate")
     shape.add_argument("--even", action="store_true", help="evenly spaced arrivals instead of Poisson")
-    shape.add_argument("--duration", type=_positive, default=60.0, metavar="S", help="seconds of traffic")
+    shape.add_argument("--duration", type=positive, default=60.0, metavar="S", help="seconds of traffic")
     shape.add_argument(
         "--prompt-tokens", default="512", metavar="DIST", help="N, uniform:LO,HI or lognormal:MEDIAN,SIGMA[,MAX]"
     )
@@ -120,20 +106,20 @@ def add_run_parser(sub: Any) -> None:
     shape.add_argument("--seed", type=int, default=0)
     trace = p.add_argument_group("trace replay")
     trace.add_argument("--trace", metavar="CSV", help="TIMESTAMP,ContextTokens,GeneratedTokens (.csv or .csv.gz)")
-    trace.add_argument("--speedup", type=_positive, default=1.0, help="replay this many times faster")
-    trace.add_argument("--trace-start", type=_non_negative, default=0.0, metavar="S", help="skip S s of trace")
-    trace.add_argument("--trace-window", type=_positive, metavar="S", help="replay S seconds of trace time")
+    trace.add_argument("--speedup", type=positive, default=1.0, help="replay this many times faster")
+    trace.add_argument("--trace-start", type=non_negative, default=0.0, metavar="S", help="skip S s of trace")
+    trace.add_argument("--trace-window", type=positive, metavar="S", help="replay S seconds of trace time")
     p.add_argument("--max-requests", type=_count, default=DEFAULT_MAX_REQUESTS, metavar="N")
-    p.add_argument("--warmup", type=_non_negative, default=5.0, metavar="S", help="excluded from figures (5)")
-    p.add_argument("--drain-timeout", type=_non_negative, default=60.0, metavar="S", help="after the last send")
+    p.add_argument("--warmup", type=non_negative, default=5.0, metavar="S", help="excluded from figures (5)")
+    p.add_argument("--drain-timeout", type=non_negative, default=60.0, metavar="S", help="after the last send")
     out = p.add_argument_group("report")
     out.add_argument("--json", metavar="OUT", help="write the JSON report here")
     out.add_argument("--png", metavar="OUT", help="plot load, replicas and p95 TTFT over time here")
     out.add_argument("--no-records", action="store_true", help="leave per-request records out of the JSON")
-    out.add_argument("--slo-ttft", type=_positive, metavar="S", help="TTFT SLO: attainment and a line on the plot")
-    out.add_argument("--price-per-gpu-hour", type=_non_negative, metavar="PRICE")
-    out.add_argument("--replicas", type=_positive, default=1.0, metavar="N", help="replicas serving the target")
-    out.add_argument("--gpus-per-replica", type=_positive, default=1.0, metavar="G")
+    out.add_argument("--slo-ttft", type=positive, metavar="S", help="TTFT SLO: attainment and a line on the plot")
+    out.add_argument("--price-per-gpu-hour", type=non_negative, metavar="PRICE")
+    out.add_argument("--replicas", type=positive, default=1.0, metavar="N", help="replicas serving the target")
+    out.add_argument("--gpus-per-replica", type=positive, default=1.0, metavar="G")
     p.set_defaults(func=cmd_run)
 
 
@@ -147,17 +133,17 @@ def add_knee_parser(sub: Any) -> None:
     )
     _add_target_args(p)
     p.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="concurrency levels, e.g. 1,2,4,8")
-    p.add_argument("--duration", type=_positive, default=10.0, metavar="S", help="measured seconds per level")
-    p.add_argument("--warmup", type=_non_negative, default=2.0, metavar="S", help="warm-up seconds per level")
+    p.add_argument("--duration", type=positive, default=10.0, metavar="S", help="measured seconds per level")
+    p.add_argument("--warmup", type=non_negative, default=2.0, metavar="S", help="warm-up seconds per level")
     p.add_argument("--prompt-tokens", default="256", metavar="DIST")
     p.add_argument("--output-tokens", default="128", metavar="DIST")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ttft-factor", type=_positive, default=3.0, help="degraded above this x baseline p95 TTFT")
+    p.add_argument("--ttft-factor", type=positive, default=3.0, help="degraded above this x baseline p95 TTFT")
     p.add_argument(
-        "--ttft-floor", type=_non_negative, default=0.02, metavar="S", help="ignore p95 TTFT rises below this (0.02)"
+        "--ttft-floor", type=non_negative, default=0.02, metavar="S", help="ignore p95 TTFT rises below this (0.02)"
     )
-    p.add_argument("--min-scaling", type=_non_negative, default=0.2, help="saturated below this share of linear")
-    p.add_argument("--slo-ttft", type=_positive, metavar="S", help="also degraded when p95 TTFT exceeds this")
+    p.add_argument("--min-scaling", type=non_negative, default=0.2, help="saturated below this share of linear")
+    p.add_argument("--slo-ttft", type=positive, metavar="S", help="also degraded when p95 TTFT exceeds this")
     p.add_argument("--json", metavar="OUT", help="write the levels and the verdict here")
     p.set_defaults(func=cmd_knee)
 

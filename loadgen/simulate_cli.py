@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 from inferscale.api import KIND, InferenceServiceSpec, InvalidSpec, parse_spec
 
+from loadgen.argtypes import non_negative, positive
 from loadgen.fleet_compare import (
     DEFAULT_MAX_REPLICAS,
     NothingToSimulate,
@@ -58,20 +59,6 @@ class _Usage(Exception):
     """Bad input; the message says what and how to fix it."""
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
-
-
 def _whole(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text}")
@@ -89,23 +76,23 @@ def add_parser(subparsers: Any) -> None:
         "and scale events per policy.",
     )
     p.add_argument("--trace", required=True, metavar="CSV", help="TIMESTAMP,ContextTokens,GeneratedTokens (.gz ok)")
-    p.add_argument("--slo-ttft", type=_positive, metavar="S", help="p95 TTFT SLO (default: the manifest's, else 1)")
+    p.add_argument("--slo-ttft", type=positive, metavar="S", help="p95 TTFT SLO (default: the manifest's, else 1)")
     p.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES), help=f"default {DEFAULT_PROFILE}")
     p.add_argument("--isvc", metavar="MANIFEST", help="InferenceService YAML whose spec the inferscale policy uses")
     trace = p.add_argument_group("trace")
-    trace.add_argument("--speedup", type=_positive, default=1.0, help="replay this many times faster")
-    trace.add_argument("--trace-start", type=_non_negative, default=0.0, metavar="S", help="skip S s of trace")
-    trace.add_argument("--trace-window", "--window", type=_positive, metavar="S", help="S seconds of trace time")
+    trace.add_argument("--speedup", type=positive, default=1.0, help="replay this many times faster")
+    trace.add_argument("--trace-start", type=non_negative, default=0.0, metavar="S", help="skip S s of trace")
+    trace.add_argument("--trace-window", "--window", type=positive, metavar="S", help="S seconds of trace time")
     trace.add_argument("--max-requests", type=_whole, metavar="N")
     fleet = p.add_argument_group("fleet")
     fleet.add_argument("--max-model-len", type=_whole, metavar="TOKENS", help="engine limit (default: spec/profile)")
     fleet.add_argument("--max-replicas", type=_whole, default=DEFAULT_MAX_REPLICAS, help="without --isvc (64)")
-    fleet.add_argument("--cold-start", type=_non_negative, metavar="S", help="added replicas' start time (profile)")
-    fleet.add_argument("--tick", type=_positive, default=15.0, metavar="S", help="policy tick (15)")
-    fleet.add_argument("--ttft-window", type=_positive, default=120.0, metavar="S", help="p95 TTFT range (120)")
-    fleet.add_argument("--interval", type=_positive, default=60.0, metavar="S", help="peak and oracle window (60)")
+    fleet.add_argument("--cold-start", type=non_negative, metavar="S", help="added replicas' start time (profile)")
+    fleet.add_argument("--tick", type=positive, default=15.0, metavar="S", help="policy tick (15)")
+    fleet.add_argument("--ttft-window", type=positive, default=120.0, metavar="S", help="p95 TTFT range (120)")
+    fleet.add_argument("--interval", type=positive, default=60.0, metavar="S", help="peak and oracle window (60)")
     fleet.add_argument("--batch-factor", type=_whole, default=4, help="raise-batch: max_num_seqs multiplier (4)")
-    fleet.add_argument("--keda-target", type=_positive, default=5.0, metavar="N", help="waiting per replica (5)")
+    fleet.add_argument("--keda-target", type=positive, default=5.0, metavar="N", help="waiting per replica (5)")
     fleet.add_argument("--oracle-simulations", type=_whole, default=4, metavar="N", help="oracle search runs (4)")
     fleet.add_argument(
         "--capacity-requests", type=_whole, default=3000, metavar="N", help="requests per capacity trial (3000)"
