@@ -39,7 +39,8 @@ case "${1:-}" in
     # runner.json appears once the runner has listed the pods (and started their engines).
     deadline=$((SECONDS + 30))
     until [[ -s $engines_dir/runner.json ]]; do
-      if ! running || ((SECONDS >= deadline)); then
+      # kill -0, not running(): until setsid has exec'd, the child's cmdline is still this script's.
+      if ! kill -0 "$(cat "$pidfile")" 2>/dev/null || ((SECONDS >= deadline)); then
         echo "ERROR: the pod runner exited, or did not list the pods within 30s; see $log:" >&2
         tail -n 20 "$log" | sed 's/^/  | /' >&2
         exit 1

@@ -56,7 +56,8 @@ YAML
     echo $! >"$pidfile"
     deadline=$((SECONDS + 30))
     until curl -sf --max-time 2 "$url/-/ready" >/dev/null 2>&1; do
-      if ! running || ((SECONDS >= deadline)); then
+      # kill -0, not running(): until setsid has exec'd, the child's cmdline is still this script's.
+      if ! kill -0 "$(cat "$pidfile")" 2>/dev/null || ((SECONDS >= deadline)); then
         echo "ERROR: prometheus did not become ready on $url; see $log:" >&2
         tail -n 20 "$log" | sed 's/^/  | /' >&2
         exit 1

@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -219,8 +219,38 @@ def watch_pods(core: Any, emit: Callable[[str, Any], None], stopped: threading.E
             stopped.wait(1)
 
 
-def set_pod_ready(core: Any, pod: Pod, ready: bool) -> None:
-    """Set the Ready and ContainersReady conditions and the containers' ready flags of ``pod``."""
+@dataclass(frozen=True, slots=True)
+class ContainerLife:
+    """What the kubelet would say about the engine container: how often it restarted, how it last ended,
+    and whether it is running now or waiting out a crash back-off."""
+
+    restart_count: int = 0
+    started_at: str | None = None
+    last_exit: Mapping[str, Any] | None = None  # the container's lastState.terminated
+    backoff_s: float | None = None  # set while waiting to restart after a crash
+
+
+def _stamp(at: datetime | None = None) -> str:
+    return (at or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def container_status(current: Mapping[str, Any], *, pod: Pod, ready: bool, life: ContainerLife) -> dict[str, Any]:
+    """``current`` (one entry of a pod's containerStatuses) as the kubelet would write it for ``life``:
+    a crashed engine waits in CrashLoopBackOff with its exit in lastState, as `kubectl get pods` shows."""
+    status = {**current, "ready": ready, "restartCount": life.restart_count, "started": life.backoff_s is None}
+    if life.backoff_s is not None:
+        message = f"back-off {life.backoff_s:.0f}s restarting failed container={CONTAINER} pod={pod.name}"
+        status["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
+    elif life.started_at is not None:
+        status["state"] = {"running": {"startedAt": life.started_at}}
+    if life.last_exit is not None:
+        status["lastState"] = {"terminated": dict(life.last_exit)}
+    return status
+
+
+def set_pod_status(core: Any, pod: Pod, ready: bool, life: ContainerLife) -> None:
+    """Set the Ready and ContainersReady conditions and the containers' ready flags of ``pod``, and the
+    engine container's state and restart count."""
     try:
         response = core.read_namespaced_pod_status(pod.name, pod.namespace, _preload_content=False, _request_timeout=5)
         current = json.loads(response.data)
@@ -229,18 +259,25 @@ def set_pod_ready(core: Any, pod: Pod, ready: bool) -> None:
         status = current.get("status") or {}
         value = "True" if ready else "False"
         conditions = {c["type"]: c for c in status.get("conditions") or []}
-        if all(conditions.get(t, {}).get("status") == value for t in ("Ready", "ContainersReady")):
+        containers = [
+            container_status(c, pod=pod, ready=ready, life=life)
+            if c.get("name") == CONTAINER
+            else {**c, "ready": ready}
+            for c in status.get("containerStatuses") or []
+        ]
+        if containers == status.get("containerStatuses") and all(
+            conditions.get(t, {}).get("status") == value for t in ("Ready", "ContainersReady")
+        ):
             return
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         reason, message = (None, None) if ready else ("EngineNotReady", "the simengine's /health is not 200")
         patch = {
             "status": {
                 "conditions": [
-                    {"type": t, "status": value, "lastTransitionTime": now, "reason": reason, "message": message}
+                    {"type": t, "status": value, "lastTransitionTime": _stamp(), "reason": reason, "message": message}
                     for t in ("Ready", "ContainersReady")
                 ],
                 # A list without a merge key: patched whole, so every entry is sent back complete.
-                "containerStatuses": [{**c, "ready": ready} for c in status.get("containerStatuses") or []],
+                "containerStatuses": containers,
             }
         }
         core.patch_namespaced_pod_status(pod.name, pod.namespace, patch, _request_timeout=5)
@@ -265,6 +302,7 @@ class Engine:
         self.ready = False
         self.in_flight = 0
         self.grace_s = float(pod.grace_seconds)
+        self.life = ContainerLife()
         self.stopping = asyncio.Event()
         self._reporting = asyncio.Lock()
         self.log_path = runner.settings.state_dir / "logs" / f"{pod.namespace}_{pod.name}.log"
@@ -305,6 +343,8 @@ class Engine:
                         env={**os.environ, POD_ENV: self.pod.key},
                     )
                 log.info("Started engine for pod %s: pid %d on %s", self.pod.key, self.process.pid, self.url)
+                self.life = replace(self.life, started_at=_stamp(), backoff_s=None)
+                self.runner.spawn(self.report(False))
                 self.runner.changed()
                 while self.process.returncode is None and not self.stopping.is_set():
                     self._set_ready(await self._healthy())
@@ -312,9 +352,18 @@ class Engine:
                         await asyncio.wait_for(self.stopping.wait(), settings.probe_period_s)
                 if self.stopping.is_set():
                     break
-                self._set_ready(False)
+                self._set_ready(False, report=False)
                 if time.monotonic() - started > 60:
                     backoff = 1.0
+                # The kubelet's view of a crash: the exit in lastState, CrashLoopBackOff until the restart.
+                code = self.process.returncode
+                exit_ = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+                self.life = ContainerLife(
+                    restart_count=self.life.restart_count + 1,
+                    last_exit={**exit_, "startedAt": self.life.started_at, "finishedAt": _stamp()},
+                    backoff_s=backoff,
+                )
+                self.runner.spawn(self.report(False))
                 log.warning(
                     "Engine for pod %s exited with status %s; restarting in %.0fs (log: %s)",
                     self.pod.key,
@@ -362,7 +411,7 @@ class Engine:
         """Reflect ``ready`` into the pod's status (in order: one report at a time)."""
         if self.runner.settings.reflect_readiness:
             async with self._reporting:
-                await asyncio.to_thread(set_pod_ready, self.runner.core, self.pod, ready)
+                await asyncio.to_thread(set_pod_status, self.runner.core, self.pod, ready, self.life)
 
 
 # --- the Service stand-in ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from inferscale.api import ConditionStatus, InferenceService, ScalingMode
 from inferscale.policy import Decision, Limit, Memory, Observation, decide
 from inferscale.promql import ServiceSignals, Signal, Source
+from inferscale.render import SERVICE_LABEL
 from inferscale.replicas import ReplicaCounts
 from inferscale.status import condition_json, set_condition
 
@@ -196,6 +197,14 @@ def plan_service(
         stale_after=stale_after,
         ttft_window=ttft_window,
     )
+    if view.pods.failing:
+        # Crash-looping pods are neither capacity nor a scale-up in progress; say so, since a
+        # hold for missing metrics alone would not tell the user where to look.
+        failing = (
+            f" {view.pods.failing} replica(s) failing (crash loop or image error) are not counted as capacity: "
+            f"see `kubectl describe pod -l {SERVICE_LABEL}={view.isvc.metadata.name}`."
+        )
+        decision = decision.model_copy(update={"message": decision.message + failing})
     if manual:
         # Report what Auto would do, change nothing: the user owns the count.
         would = f"Auto would run {decision.replicas} ({decision.reason.value}: {decision.message})"

@@ -61,7 +61,7 @@ def readiness(
         message = f"Rolling out: {updated}/{wanted} replicas updated, {ready} ready."
     elif ready < wanted:
         state, reason = ConditionStatus.FALSE, "ReplicasStarting"
-        message = f"{ready}/{wanted} replicas ready; the rest are starting or Pending."
+        message = f"{ready}/{wanted} replicas ready; the rest are starting, Pending or failing (see lastDecision)."
     else:
         state, reason, message = ConditionStatus.TRUE, "ReplicasReady", f"{ready}/{wanted} replicas ready."
     counts = {"replicas": total, "readyReplicas": ready}

@@ -137,3 +137,16 @@ def test_manual_mode_reports_but_never_scales() -> None:
     assert plan.status["desiredReplicas"] == 5
     message = plan.status["lastDecision"]["message"]
     assert message.startswith("Manual mode keeps 5 replicas; Auto would run 8 (SLOBreached: p95 TTFT 4.00s")
+
+
+def test_crash_looping_replicas_are_named_and_not_counted_as_capacity() -> None:
+    view = _view(replicas=1)
+    crashing = ServiceView(
+        isvc=view.isvc, status=view.status, deployment_replicas=1, pods=ReplicaCounts(ready=0, failing=1)
+    )
+    plan = plan_service(crashing, None, metrics_error=None, now=NOW, **WINDOW)
+
+    assert plan.scale_to is None  # no ready engine, no metrics: held, not grown
+    message = plan.status["lastDecision"]["message"]
+    assert "1 replica(s) failing (crash loop or image error) are not counted as capacity" in message
+    assert "kubectl describe pod -l inferscale.io/service=llama" in message

@@ -2,6 +2,7 @@
 the simengine command it starts for it (read back with simengine's own parser), and the targets
 it gives Prometheus."""
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from inferscale import render
 from inferscale.api import InferenceService, ObjectMeta, parse_spec
 
 from loadgen import simengine
-from loadgen.podrunner import Pod, Settings, file_sd_targets, simengine_command
+from loadgen.podrunner import ContainerLife, Pod, Settings, container_status, file_sd_targets, simengine_command
 
 
 def _pod(engine: str, *, phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
@@ -72,3 +73,24 @@ def test_targets_carry_the_pods_identity() -> None:
             },
         }
     ]
+
+
+def test_a_crashed_engine_waits_in_crash_loop_back_off_as_the_kubelet_reports_it() -> None:
+    pod = Pod.from_json(_pod("vllm"))
+    kwok = {"name": "engine", "ready": True, "restartCount": 0, "state": {"running": {"startedAt": "t0"}}}
+    crashed = ContainerLife(
+        restart_count=3,
+        started_at="t1",
+        last_exit={"exitCode": 2, "reason": "Error", "startedAt": "t1", "finishedAt": "t2"},
+        backoff_s=8,
+    )
+    status = container_status(kwok, pod=pod, ready=False, life=crashed)
+    assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"  # what replicas.classify calls failing
+    assert "back-off 8s" in status["state"]["waiting"]["message"]
+    assert status["lastState"]["terminated"]["exitCode"] == 2
+    assert (status["ready"], status["restartCount"], status["started"]) == (False, 3, False)
+
+    restarted = container_status(status, pod=pod, ready=False, life=replace(crashed, started_at="t3", backoff_s=None))
+    assert restarted["state"] == {"running": {"startedAt": "t3"}}
+    assert restarted["lastState"]["terminated"]["finishedAt"] == "t2"  # kept until the next crash
+    assert restarted["restartCount"] == 3
