@@ -88,7 +88,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from inferscale.handlers import Indexes
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -439,13 +442,12 @@ def wait_for(what: str, probe: Callable[[], Any], *, timeout: float, interval: f
 # --- the operator's side -----------------------------------------------------------------------------
 
 
-def kopf_indexes(
-    services: Sequence[Service], now: datetime
-) -> tuple[dict[Any, list[Any]], dict[Any, list[int]], dict[Any, list[tuple[str, str]]]]:
+def kopf_indexes(services: Sequence[Service], now: datetime) -> Indexes:
     """What kopf's three indexes would hold: the objects as the API server returns them, Deployment
     replicas, and classified pods. Status is that of a fleet the operator has run for an hour: the policy's
     memory (settled; no recent recommendations, so a service that needs fewer replicas scales down now),
     its conditions and last decision."""
+    from inferscale.handlers import Indexes
     from inferscale.policy import Memory
 
     isvcs: dict[Any, list[Any]] = {}
@@ -485,7 +487,7 @@ def kopf_indexes(
         isvcs[key] = [{"metadata": metadata, "spec": spec, "status": status}]
         deployments[key] = [svc.replicas]
         pods[key] = [(pod, "ready") for pod in svc.pods()]
-    return isvcs, deployments, pods
+    return Indexes(isvcs=isvcs, deployments=deployments, pods=pods)  # type: ignore[arg-type]  # plain dicts stand in for kopf.Index
 
 
 class Spans:
@@ -541,7 +543,7 @@ class TickResult:
 class Ticker:
     """Runs the operator's own `handlers.plan_tick` (the tick up to its writes) on one event loop, timing its parts."""
 
-    def __init__(self, signals: Any, config: Any, indexes: tuple[Any, Any, Any]) -> None:
+    def __init__(self, signals: Any, config: Any, indexes: Indexes) -> None:
         from inferscale import handlers
         from inferscale.autoscaler import plan_service
 
@@ -551,7 +553,7 @@ class Ticker:
         self.pod_load = signals.pod_load = Spans(signals.pod_load)
         self.plan_service = Spans(plan_service)
         real_views = handlers._views
-        self.views = Spans(lambda *index: iter(list(real_views(*index))))
+        self.views = Spans(lambda indexes: iter(list(real_views(indexes))))
         setattr(handlers, "plan_service", self.plan_service)  # noqa: B010 (the name plan_tick calls)
         handlers._views = self.views
         self.logger = logging.getLogger("bench.tick")
@@ -559,7 +561,7 @@ class Ticker:
     def tick(self) -> TickResult:
         started = time.perf_counter()
         planned = self.loop.run_until_complete(
-            self.handlers.plan_tick(self.signals, self.config, *self.indexes, self.logger)
+            self.handlers.plan_tick(self.signals, self.config, self.indexes, self.logger)
         )
         done = time.perf_counter()
         if planned is None:
