@@ -68,8 +68,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
-import json
 import logging
 import math
 import os
@@ -84,26 +82,24 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:
+    from inferscale.handlers import Indexes
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # for tests.integration.exporters: one definition of the bucket layouts
+    sys.path.insert(0, str(REPO))  # for tests/: one definition of the bucket layouts and of the Prometheus launcher
 
 from tests.integration.exporters import TGI_DURATION_BUCKETS, VLLM_TTFT_BUCKETS  # noqa: E402
+from tests.prometheus import PROMETHEUS, Prometheus, PrometheusFailed, die_with_parent, stop_process  # noqa: E402
 
-PROMETHEUS = Path("/usr/bin/prometheus")
 SEED = 20261202
 NAMESPACES = 25
 GPUS_PER_NODE = 8
@@ -386,32 +382,6 @@ def serve_shard(args: argparse.Namespace) -> int:
 
 # --- processes ---------------------------------------------------------------------------------------
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the bench dies, however it dies (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def stop(process: subprocess.Popen[Any]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def start_exporter(args: argparse.Namespace, shard: int) -> tuple[subprocess.Popen[str], int, int]:
     command = [
@@ -425,7 +395,7 @@ def start_exporter(args: argparse.Namespace, shard: int) -> tuple[subprocess.Pop
         f"--tgi-share={args.tgi_share}",
     ]
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=_die_with_parent
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent
     )
     return process, *_read_port(process)
 
@@ -435,83 +405,27 @@ def _read_port(process: subprocess.Popen[str], timeout: float = 60.0) -> tuple[i
     ready, _, _ = select.select([process.stdout], [], [], timeout)
     line = process.stdout.readline() if ready else ""
     if not line.startswith("port="):
-        stop(process)
+        stop_process(process)
         raise SystemExit(f"bench: an exporter process did not start (exit {process.poll()}, said {line!r})")
     fields = dict(part.split("=", 1) for part in line.split())
     return int(fields["port"]), int(fields["samples"])
 
 
-class Prometheus:
-    """Debian's Prometheus on 127.0.0.1, with its config and storage in `workdir`."""
-
-    def __init__(self, workdir: Path, engines: list[str], dcgm: list[str], interval: float) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.config = workdir / "prometheus.yml"
-        seconds = f"{interval:g}s"
-        job = {"honor_labels": True, "scrape_interval": seconds, "scrape_timeout": seconds}
-        self.config.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {"scrape_interval": seconds, "evaluation_interval": "1m"},
-                    "scrape_configs": [
-                        {"job_name": "engines", **job, "static_configs": [{"targets": engines}]},
-                        {"job_name": "dcgm", **job, "metrics_path": "/dcgm", "static_configs": [{"targets": dcgm}]},
-                    ],
-                }
-            )
-        )
-        self.log = workdir / "prometheus.log"
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    str(PROMETHEUS),
-                    f"--config.file={self.config}",
-                    f"--storage.tsdb.path={workdir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--storage.tsdb.retention.time=1h",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
-        wait_for("Prometheus to be ready", self._ready, timeout=60)
-
-    def _ready(self) -> bool:
-        if self.process.poll() is not None:
-            raise SystemExit(f"bench: Prometheus exited with {self.process.returncode}:\n{self.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
-
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        data = urllib.parse.urlencode({"query": promql}).encode()
-        with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=30) as response:
-            answer = json.load(response)
-        return list(answer["data"]["result"])
-
-    def scalar(self, promql: str) -> float | None:
-        result = self.query(promql)
-        return float(result[0]["value"][1]) if result else None
-
-    def self_metric(self, name: str, **labels: str) -> float:
-        """The sum of the samples of one of Prometheus' own metrics that carry these labels."""
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
-            text = response.read().decode()
-        wanted = [f'{key}="{value}"' for key, value in labels.items()]
-        total = 0.0
-        for line in text.splitlines():
-            if (line.startswith(name + "{") or line.startswith(name + " ")) and all(w in line for w in wanted):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-    def stop(self) -> None:
-        stop(self.process)
+def start_prometheus(workdir: Path, engines: list[str], dcgm: list[str], interval: float) -> Prometheus:
+    """Prometheus scraping the exporters' engine series and GPUs every `interval` seconds, with `honor_labels`."""
+    seconds = f"{interval:g}s"
+    job = {"honor_labels": True, "scrape_interval": seconds, "scrape_timeout": seconds}
+    config = {
+        "global": {"scrape_interval": seconds, "evaluation_interval": "1m"},
+        "scrape_configs": [
+            {"job_name": "engines", **job, "static_configs": [{"targets": engines}]},
+            {"job_name": "dcgm", **job, "metrics_path": "/dcgm", "static_configs": [{"targets": dcgm}]},
+        ],
+    }
+    try:
+        return Prometheus(workdir, config, ready_timeout=60, preexec_fn=die_with_parent)
+    except PrometheusFailed as error:
+        raise SystemExit(f"bench: {error}") from None
 
 
 def wait_for(what: str, probe: Callable[[], Any], *, timeout: float, interval: float = 0.25) -> Any:
@@ -528,13 +442,12 @@ def wait_for(what: str, probe: Callable[[], Any], *, timeout: float, interval: f
 # --- the operator's side -----------------------------------------------------------------------------
 
 
-def kopf_indexes(
-    services: Sequence[Service], now: datetime
-) -> tuple[dict[Any, list[Any]], dict[Any, list[int]], dict[Any, list[tuple[str, str]]]]:
+def kopf_indexes(services: Sequence[Service], now: datetime) -> Indexes:
     """What kopf's three indexes would hold: the objects as the API server returns them, Deployment
     replicas, and classified pods. Status is that of a fleet the operator has run for an hour: the policy's
     memory (settled; no recent recommendations, so a service that needs fewer replicas scales down now),
     its conditions and last decision."""
+    from inferscale.handlers import Indexes
     from inferscale.policy import Memory
 
     isvcs: dict[Any, list[Any]] = {}
@@ -574,7 +487,7 @@ def kopf_indexes(
         isvcs[key] = [{"metadata": metadata, "spec": spec, "status": status}]
         deployments[key] = [svc.replicas]
         pods[key] = [(pod, "ready") for pod in svc.pods()]
-    return isvcs, deployments, pods
+    return Indexes(isvcs=isvcs, deployments=deployments, pods=pods)  # type: ignore[arg-type]  # plain dicts stand in for kopf.Index
 
 
 class Spans:
@@ -630,7 +543,7 @@ class TickResult:
 class Ticker:
     """Runs the operator's own `handlers.plan_tick` (the tick up to its writes) on one event loop, timing its parts."""
 
-    def __init__(self, signals: Any, config: Any, indexes: tuple[Any, Any, Any]) -> None:
+    def __init__(self, signals: Any, config: Any, indexes: Indexes) -> None:
         from inferscale import handlers
         from inferscale.autoscaler import plan_service
 
@@ -640,7 +553,7 @@ class Ticker:
         self.pod_load = signals.pod_load = Spans(signals.pod_load)
         self.plan_service = Spans(plan_service)
         real_views = handlers._views
-        self.views = Spans(lambda *index: iter(list(real_views(*index))))
+        self.views = Spans(lambda indexes: iter(list(real_views(indexes))))
         setattr(handlers, "plan_service", self.plan_service)  # noqa: B010 (the name plan_tick calls)
         handlers._views = self.views
         self.logger = logging.getLogger("bench.tick")
@@ -648,7 +561,7 @@ class Ticker:
     def tick(self) -> TickResult:
         started = time.perf_counter()
         planned = self.loop.run_until_complete(
-            self.handlers.plan_tick(self.signals, self.config, *self.indexes, self.logger)
+            self.handlers.plan_tick(self.signals, self.config, self.indexes, self.logger)
         )
         done = time.perf_counter()
         if planned is None:
@@ -737,7 +650,7 @@ def run(args: argparse.Namespace, workdir: Path, started_at: float) -> str:
         targets = [f"127.0.0.1:{port}" for port in ports]
         print(f"exporters: {args.exporters} processes serving {total_samples} series", flush=True)
 
-        prometheus = Prometheus(workdir, targets, targets, args.scrape_seconds)
+        prometheus = start_prometheus(workdir, targets, targets, args.scrape_seconds)
         print(
             f"prometheus: {prometheus.url}, scraping every {args.scrape_seconds:g}s; "
             f"query window {args.window_seconds}s",
@@ -863,7 +776,7 @@ def run(args: argparse.Namespace, workdir: Path, started_at: float) -> str:
         for process in exporters:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)
-            stop(process)
+            stop_process(process)
 
 
 def main() -> int:

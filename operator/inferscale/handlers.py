@@ -87,9 +87,11 @@ async def configure(
             signals,
             config,
             # kopf passes the live indexes below by their function names.
-            indexes["inferenceservices"],
-            indexes["engine_deployments"],
-            indexes["engine_pods"],
+            Indexes(
+                isvcs=indexes["inferenceservices"],
+                deployments=indexes["engine_deployments"],
+                pods=indexes["engine_pods"],
+            ),
             logger,
         )
     )
@@ -130,6 +132,15 @@ def engine_pods(
     *, namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
 ) -> dict[ServiceKey, tuple[str, str]]:
     return {(namespace or "", labels[render.SERVICE_LABEL]): (name, classify(body))}
+
+
+@dataclass(frozen=True)
+class Indexes:
+    """The three indexes above, as the tick reads them: kopf keeps their contents current."""
+
+    isvcs: kopf.Index[ServiceKey, dict[str, Any]]  # inferenceservices: the objects
+    deployments: kopf.Index[ServiceKey, int]  # engine_deployments: spec.replicas
+    pods: kopf.Index[ServiceKey, tuple[str, str]]  # engine_pods: (pod name, replicas.classify)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -292,16 +303,14 @@ async def _scaling_loop(
     kube: Kube,
     signals: PrometheusSignals,
     config: OperatorConfig,
-    isvcs: kopf.Index[ServiceKey, dict[str, Any]],
-    deployments: kopf.Index[ServiceKey, int],
-    pods: kopf.Index[ServiceKey, tuple[str, str]],
+    indexes: Indexes,
     logger: kopf.Logger,
 ) -> None:
     try:
         while True:
             started = time.monotonic()
             try:
-                await _tick(kube, signals, config, isvcs, deployments, pods, logger)
+                await _tick(kube, signals, config, indexes, logger)
             except Exception:
                 # A bug in one tick must not end scaling for good; the traceback is logged.
                 logger.exception("Scaling tick failed")
@@ -312,12 +321,9 @@ async def _scaling_loop(
         signals.close()
 
 
-def _views(
-    isvcs: kopf.Index[ServiceKey, dict[str, Any]],
-    deployments: kopf.Index[ServiceKey, int],
-    pods: kopf.Index[ServiceKey, tuple[str, str]],
-) -> Iterable[tuple[dict[str, Any], ServiceView]]:
+def _views(indexes: Indexes) -> Iterable[tuple[dict[str, Any], ServiceView]]:
     """Every service the tick can act on: valid, reconciled, with a Deployment, not being deleted."""
+    isvcs, deployments, pods = indexes.isvcs, indexes.deployments, indexes.pods
     for key, store in list(isvcs.items()):
         for body in store:
             meta = body["metadata"]
@@ -351,9 +357,7 @@ class TickPlans:
 async def plan_tick(
     signals: PrometheusSignals,
     config: OperatorConfig,
-    isvcs: kopf.Index[ServiceKey, dict[str, Any]],
-    deployments: kopf.Index[ServiceKey, int],
-    pods: kopf.Index[ServiceKey, tuple[str, str]],
+    indexes: Indexes,
     logger: kopf.Logger,
 ) -> TickPlans | None:
     """The reading and deciding half of a tick, for every service at once; None if there is none.
@@ -363,12 +367,12 @@ async def plan_tick(
     at once, not at the event loop's next turn, since building and planning do not yield.
     """
     now = datetime.now(UTC)
-    if not any(key in deployments for key in isvcs):
+    if not any(key in indexes.deployments for key in indexes.isvcs):
         return None  # nothing the tick could act on: do not query
     loop = asyncio.get_running_loop()
     fetching = loop.run_in_executor(None, functools.partial(signals.fetch_all, now=now))
     try:
-        views = list(_views(isvcs, deployments, pods))
+        views = list(_views(indexes))
     finally:
         found, failure = await _answer(fetching)
     if not views:
@@ -415,12 +419,10 @@ async def _tick(
     kube: Kube,
     signals: PrometheusSignals,
     config: OperatorConfig,
-    isvcs: kopf.Index[ServiceKey, dict[str, Any]],
-    deployments: kopf.Index[ServiceKey, int],
-    pods: kopf.Index[ServiceKey, tuple[str, str]],
+    indexes: Indexes,
     logger: kopf.Logger,
 ) -> None:
-    planned = await plan_tick(signals, config, isvcs, deployments, pods, logger)
+    planned = await plan_tick(signals, config, indexes, logger)
     if planned is None:
         return
     now, pod_load = planned.now, planned.pod_load
@@ -428,7 +430,7 @@ async def _tick(
 
     async def act(body: dict[str, Any], view: ServiceView, plan: Plan) -> None:
         async with gate:
-            await _act(kube, body, view, plan, pod_load, pods, logger, now)
+            await _act(kube, body, view, plan, pod_load, indexes.pods, logger, now)
 
     await asyncio.gather(*(act(body, view, plan) for body, view, plan in planned.plans))
 

@@ -18,7 +18,7 @@ import pytest
 from inferscale.metrics import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
 from inferscale.promql import QueryOptions, ServiceSignals, Signal
 
-from tests.integration.conftest import PrometheusProcess, wait_for
+from tests.integration.conftest import wait_for
 from tests.integration.exporters import (
     TGI_DURATION_BUCKETS,
     VLLM_TTFT_BUCKETS,
@@ -29,6 +29,7 @@ from tests.integration.exporters import (
     Traffic,
     VllmEngine,
 )
+from tests.prometheus import Prometheus, free_port
 
 WINDOW = 5
 OPTIONS = QueryOptions(window_seconds=WINDOW, max_sample_age_seconds=5)
@@ -48,7 +49,7 @@ def p95_within_bucket(buckets: tuple[float, ...], value: float) -> float:
 
 @dataclass
 class Fleet:
-    prometheus: PrometheusProcess
+    prometheus: Prometheus
     servers: dict[str, MetricsServer]
     signals: PrometheusSignals
 
@@ -295,8 +296,6 @@ def test_prometheus_rejecting_a_query_raises_query_failed(fleet: Fleet) -> None:
 
 
 def test_an_unreachable_prometheus_raises_metrics_unavailable(fleet: Fleet) -> None:
-    from tests.integration.conftest import free_port
-
     config = PrometheusConfig(url=f"http://127.0.0.1:{free_port()}", timeout_seconds=2)
     started = time.monotonic()
     with (

@@ -57,9 +57,7 @@ class Signals:
         return {key: {f"{key[1]}-0": 1.0} for key in self.load}
 
 
-def indexes(
-    replicas: dict[ServiceKey, int], *, invalid: Iterable[ServiceKey] = ()
-) -> tuple[dict[Any, list[Any]], dict[Any, list[int]], dict[Any, list[tuple[str, str]]]]:
+def indexes(replicas: dict[ServiceKey, int], *, invalid: Iterable[ServiceKey] = ()) -> handlers.Indexes:
     """kopf's three indexes for services that have run, settled, for an hour."""
     earlier = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
     isvcs, deployments, pods = {}, {}, {}
@@ -73,16 +71,16 @@ def indexes(
         isvcs[(namespace, name)] = [{"metadata": metadata, "spec": spec, "status": status}]
         deployments[(namespace, name)] = [count]
         pods[(namespace, name)] = [(f"{name}-{i}", "ready") for i in range(count)]
-    return isvcs, deployments, pods
+    return handlers.Indexes(isvcs=isvcs, deployments=deployments, pods=pods)  # type: ignore[arg-type]
 
 
-def plan(signals: Signals, index: tuple[Any, Any, Any]) -> handlers.TickPlans | None:
-    return asyncio.run(handlers.plan_tick(signals, CONFIG, *index, LOGGER))  # type: ignore[arg-type]
+def plan(signals: Signals, index: handlers.Indexes) -> handlers.TickPlans | None:
+    return asyncio.run(handlers.plan_tick(signals, CONFIG, index, LOGGER))  # type: ignore[arg-type]
 
 
 def test_no_service_sends_no_query() -> None:
     signals = Signals({})
-    assert plan(signals, ({}, {}, {})) is None
+    assert plan(signals, indexes({})) is None
     assert signals.fetched == []
 
 
@@ -133,10 +131,10 @@ def test_prometheus_is_asked_while_the_views_are_built(monkeypatch: pytest.Monke
     signals = Signals({("a", "chat"): (0.0, 6.0)})
     real_views = handlers._views
 
-    def views(*index: Any) -> Iterable[tuple[dict[str, Any], ServiceView]]:
+    def views(index: handlers.Indexes) -> Iterable[tuple[dict[str, Any], ServiceView]]:
         # Building the views does not yield to the event loop: the queries must already be on their way.
         assert signals.fetch_started.wait(timeout=5), "fetch_all did not start before the views were built"
-        yield from real_views(*index)
+        yield from real_views(index)
 
     monkeypatch.setattr(handlers, "_views", views)
     planned = plan(signals, indexes({("a", "chat"): 2}))
