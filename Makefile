@@ -11,7 +11,7 @@ help:
 	@echo "make test         everything: lint, unit tests, end-to-end tests on the local cluster"
 	@echo "make test-unit    unit tests only (no cluster)"
 	@echo "make down         stop the demo's operator and the local cluster"
-	@echo "make crd          regenerate crds/ (and the Helm chart's copy) from the models"
+	@echo "make crd          regenerate crds/ (and the Helm chart's copy) and docs/reference.md from the models"
 	@echo "make lock         re-pin the container image's dependencies (requirements.lock)"
 
 $(VENV)/.installed: pyproject.toml
@@ -38,9 +38,11 @@ lint: install
 	$(BIN)/ruff format --check
 	$(BIN)/mypy
 	$(BIN)/inferscale crd generate --check
+	$(BIN)/inferscale docs generate --check
 
 crd: install
 	$(BIN)/inferscale crd generate
+	$(BIN)/inferscale docs generate
 
 # The image's pinned runtime dependencies: what `pip install .` resolves in a fresh venv.
 lock:

@@ -106,11 +106,22 @@ class ModelSource(Model):
 
 
 class Toleration(Model):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] | None = None
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    """A core/v1 Toleration, copied to the engine pods as given."""
+
+    key: Annotated[str | None, Field(description="Taint key to tolerate; unset with Exists tolerates every taint.")] = (
+        None
+    )
+    operator: Annotated[
+        Literal["Exists", "Equal"] | None, Field(description="Exists, or Equal to `value` (Kubernetes default: Equal).")
+    ] = None
+    value: Annotated[str | None, Field(description="Taint value to match with Equal.")] = None
+    effect: Annotated[
+        Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None,
+        Field(description="Taint effect to match; unset matches every effect."),
+    ] = None
+    toleration_seconds: Annotated[
+        int | None, Field(description="With NoExecute: how long the pod stays bound after the taint appears.")
+    ] = None
 
 
 class ReplicaBounds(Model):
@@ -188,7 +199,15 @@ class ScalingTargets(Model):
     ] = 4.0
     gpu_utilization_percent: Annotated[
         int,
-        Field(ge=1, le=100, description="Target GPU utilisation (DCGM), in percent. A secondary signal."),
+        Field(
+            ge=1,
+            le=100,
+            description=(
+                "GPU utilisation (DCGM) in percent that the `hpa-gpu-util` baseline of `loadgen simulate` aims for. "
+                "The operator's policy does not use it: a continuous-batching engine keeps a GPU near 100% busy at "
+                "any load. Utilisation is reported in status.signals."
+            ),
+        ),
     ] = 80
     scale_up: Annotated[
         ScaleUpBehavior,
@@ -328,12 +347,17 @@ class Condition(Model):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    type: str
-    status: ConditionStatus
-    reason: Annotated[str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
-    message: str = ""
-    last_transition_time: datetime
-    observed_generation: int | None = None
+    type: Annotated[str, Field(description="What the condition is about, e.g. Ready (docs/runbook.md lists them).")]
+    status: Annotated[ConditionStatus, Field(description="True, False or Unknown.")]
+    reason: Annotated[
+        str,
+        Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", description="Why, as one CamelCase word."),
+    ]
+    message: Annotated[str, Field(description="Why, in a sentence with the numbers and, on failure, the fix.")] = ""
+    last_transition_time: Annotated[datetime, Field(description="When the status last changed (not the reason).")]
+    observed_generation: Annotated[
+        int | None, Field(description="The metadata.generation the condition was set for (Reconciled only).")
+    ] = None
 
 
 class Signals(Model):
@@ -341,37 +365,51 @@ class Signals(Model):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    ttft_p95_seconds: float | None = None
+    ttft_p95_seconds: Annotated[
+        float | None, Field(description="p95 time to first token over the operator's TTFT window, in seconds.")
+    ] = None
     ttft_derived: Annotated[
         bool | None, Field(description="True when TTFT is derived (TGI exports no TTFT histogram).")
     ] = None
-    queue_depth: float | None = None
-    running_requests: float | None = None
-    kv_cache_usage: float | None = None
-    gpu_utilization_percent: float | None = None
-    request_rate: float | None = None
-    observed_at: datetime | None = None
+    queue_depth: Annotated[float | None, Field(description="Requests waiting, summed over replicas.")] = None
+    running_requests: Annotated[float | None, Field(description="Requests running, summed over replicas.")] = None
+    kv_cache_usage: Annotated[float | None, Field(description="KV-cache usage, 0..1, mean over replicas (vLLM).")] = (
+        None
+    )
+    gpu_utilization_percent: Annotated[
+        float | None, Field(description="DCGM GPU utilisation, 0..100, mean over the service's GPUs.")
+    ] = None
+    request_rate: Annotated[float | None, Field(description="Requests finished per second.")] = None
+    observed_at: Annotated[datetime | None, Field(description="When the tick's queries were evaluated.")] = None
 
 
 class LastDecision(Model):
+    """The scaling policy's latest decision (in Manual mode: what Auto would do, in the message)."""
+
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    replicas: int
-    reason: str
-    message: str
-    time: datetime
+    replicas: Annotated[int, Field(description="Replicas decided on.")]
+    reason: Annotated[str, Field(description="The policy's reason, e.g. SLOBreached (docs/runbook.md lists them).")]
+    message: Annotated[str, Field(description="The numbers behind the decision, in one sentence.")]
+    time: Annotated[
+        datetime, Field(description="When it was recorded: its reason or message changed, or the operator scaled.")
+    ]
 
 
 class InferenceServiceStatus(Model):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    observed_generation: int | None = None
+    observed_generation: Annotated[
+        int | None, Field(description="The metadata.generation last applied to the children.")
+    ] = None
     replicas: Annotated[int | None, Field(description="Replicas the Deployment has.")] = None
     ready_replicas: Annotated[int | None, Field(description="Replicas ready to serve.")] = None
     desired_replicas: Annotated[int | None, Field(description="Replicas the operator wants.")] = None
-    deployment_name: str | None = None
+    deployment_name: Annotated[str | None, Field(description="The engine Deployment (and Service) name.")] = None
     endpoint: Annotated[str | None, Field(description="In-cluster OpenAI-compatible base URL.")] = None
-    signals: Signals | None = None
+    signals: Annotated[
+        Signals | None, Field(description="What the scaling tick last read from Prometheus for this service.")
+    ] = None
     last_decision: LastDecision | None = None
     last_scale_time: Annotated[datetime | None, Field(description="When the operator last changed the replicas.")] = (
         None
@@ -387,6 +425,7 @@ class InferenceServiceStatus(Model):
         list[Condition],
         Field(
             default_factory=list,
+            description="Reconciled, Ready, MetricsAvailable, ScalingLimited, ReplicasOverridden: see docs/runbook.md.",
             json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
         ),
     ]

@@ -1,4 +1,4 @@
-"""The `inferscale` command: run the operator, generate the CRD."""
+"""The `inferscale` command: run the operator, generate the CRD and the field reference."""
 
 from __future__ import annotations
 
@@ -59,22 +59,35 @@ def _run_operator(args: argparse.Namespace) -> int:
     return 1 if elector is not None and elector.lost else 0
 
 
-def _generate_crd(args: argparse.Namespace) -> int:
-    from inferscale import crd
-
-    paths = [Path(output) for output in args.output] if args.output else list(crd.CRD_FILES)
-    if args.check:
-        stale = [path for path in paths if not path.exists() or path.read_text() != crd.render_yaml()]
+def _write_or_check(paths: list[Path], text: str, command: str, *, check: bool) -> int:
+    """Write `text` to each path, or with `check` report the paths whose content differs."""
+    if check:
+        stale = [path for path in paths if not path.exists() or path.read_text() != text]
         for path in stale:
-            print(f"{path} is stale: run `inferscale crd generate` and commit the result", file=sys.stderr)
+            print(f"{path} is stale: run `{command}` and commit the result", file=sys.stderr)
         if stale:
             return 1
         print(f"{', '.join(map(str, paths))} current")
         return 0
     for path in paths:
-        crd.write(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
         print(f"wrote {path}")
     return 0
+
+
+def _generate_crd(args: argparse.Namespace) -> int:
+    from inferscale import crd
+
+    paths = [Path(output) for output in args.output] if args.output else list(crd.CRD_FILES)
+    return _write_or_check(paths, crd.render_yaml(), "inferscale crd generate", check=args.check)
+
+
+def _generate_docs(args: argparse.Namespace) -> int:
+    from inferscale import reference
+
+    paths = [Path(output) for output in args.output] if args.output else [reference.REFERENCE_FILE]
+    return _write_or_check(paths, reference.render_markdown(), "inferscale docs generate", check=args.check)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     generate.add_argument("--check", action="store_true", help="fail if the file differs from the models")
     generate.set_defaults(func=_generate_crd)
+
+    docs_cmd = commands.add_parser("docs", help="the generated documentation").add_subparsers(
+        dest="action", required=True
+    )
+    docs = docs_cmd.add_parser("generate", help="write docs/reference.md, the field reference, from the models")
+    docs.add_argument("--output", "-o", action="append", help="file to write (repeatable); default: docs/reference.md")
+    docs.add_argument("--check", action="store_true", help="fail if the file differs from the models")
+    docs.set_defaults(func=_generate_docs)
 
     args = parser.parse_args(argv)
     return int(args.func(args))
