@@ -22,6 +22,7 @@ import os
 import sys
 import time
 
+from loadgen.argtypes import png_path
 from loadgen.fleet_compare import Settings, compare, default_spec, engine_for, format_table, write_png
 from loadgen.profiles import get_profile
 from loadgen.traffic import Constant, Lognormal, build_schedule
@@ -39,7 +40,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes (default 2)")
     parser.add_argument("--json", metavar="OUT", help="also write the comparison JSON here")
-    parser.add_argument("--png", metavar="OUT", help="also draw the comparison here (not timed)")
+    parser.add_argument("--png", type=png_path, metavar="OUT", help="also draw the comparison here (not timed)")
     args = parser.parse_args()
 
     started, cpu = time.perf_counter(), time.process_time()

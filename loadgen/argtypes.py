@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
+from pathlib import Path
 
 
 def positive(text: str) -> float:
@@ -18,3 +20,12 @@ def non_negative(text: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
     return value
+
+
+def png_path(text: str) -> Path:
+    """Where to draw a PNG; refused up front, before any run, when the plotting extra is missing."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise argparse.ArgumentTypeError(
+            "drawing a PNG needs matplotlib, which is not installed: pip install 'inferscale[loadgen]'"
+        )
+    return Path(text)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from loadgen import simulate_cli
-from loadgen.argtypes import non_negative, positive
+from loadgen.argtypes import non_negative, png_path, positive
 from loadgen.client import (
     ClientConfig,
     LiveProgress,
@@ -114,7 +114,7 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument("--drain-timeout", type=non_negative, default=60.0, metavar="S", help="after the last send")
     out = p.add_argument_group("report")
     out.add_argument("--json", metavar="OUT", help="write the JSON report here")
-    out.add_argument("--png", metavar="OUT", help="plot load, replicas and p95 TTFT over time here")
+    out.add_argument("--png", type=png_path, metavar="OUT", help="plot load, replicas and p95 TTFT over time here")
     out.add_argument("--no-records", action="store_true", help="leave per-request records out of the JSON")
     out.add_argument("--slo-ttft", type=positive, metavar="S", help="TTFT SLO: attainment and a line on the plot")
     out.add_argument("--price-per-gpu-hour", type=non_negative, metavar="PRICE")

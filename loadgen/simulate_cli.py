@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 from inferscale.api import KIND, InferenceServiceSpec, InvalidSpec, parse_spec
 
-from loadgen.argtypes import non_negative, positive
+from loadgen.argtypes import non_negative, png_path, positive
 from loadgen.fleet_compare import (
     DEFAULT_MAX_REPLICAS,
     NothingToSimulate,
@@ -102,7 +102,9 @@ def add_parser(subparsers: Any) -> None:
     fleet.add_argument("--seed", type=int, default=0)
     out = p.add_argument_group("report")
     out.add_argument("--json", required=True, metavar="OUT", help="write the per-policy JSON report here")
-    out.add_argument("--png", metavar="OUT", help="plot replicas over time and GPU-hours vs SLO attainment here")
+    out.add_argument(
+        "--png", type=png_path, metavar="OUT", help="plot replicas over time and GPU-hours vs SLO attainment here"
+    )
     out.add_argument("--no-timeseries", action="store_true", help="leave the per-tick series out of the JSON")
     out.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=run)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.argtypes import png_path
 from loadgen.client import (
     ClientConfig,
     Measurement,
@@ -248,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--request-timeout", type=float, default=120.0)
     parser.add_argument("--print-every", type=float, default=2.0)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--png", type=Path)
+    parser.add_argument("--png", type=png_path)
     return parser
 
 

@@ -95,3 +95,20 @@ def test_percentiles_and_histogram_quantiles() -> None:
     for q in (0.5, 0.95, 0.99):
         assert hist.quantile(q) == pytest.approx(percentile([0.0, *values], q * 100) / 1000, rel=0.025)
     assert hist.count == 101 and hist.max == pytest.approx(0.1)
+
+
+def test_asking_for_a_png_without_the_plotting_extra_is_refused_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from loadgen import argtypes, cli
+
+    monkeypatch.setattr(argtypes.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(["simulate", "--trace", "t.csv", "--json", "out.json", "--png", "out.png"])
+    assert exit_.value.code == 2
+    assert "pip install 'inferscale[loadgen]'" in capsys.readouterr().err
+
+
+def test_the_operator_image_carries_no_plotting_libraries() -> None:
+    lock = (Path(__file__).resolve().parents[2] / "requirements.lock").read_text().lower()
+    assert "matplotlib" not in lock and "numpy" not in lock
