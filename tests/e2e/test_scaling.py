@@ -57,9 +57,10 @@ def test_rising_queue_scales_up_and_falling_load_scales_down(scaling_operator: O
     )
 
     def scaled_up() -> dict[str, Any] | None:
-        isvc = _isvc(namespace)
+        # The tick patches the Deployment, then writes status: wait for both.
         deployment = get_json("-n", namespace, "deployment", "chat")
-        return isvc if deployment["spec"]["replicas"] > 1 else None
+        isvc = _isvc(namespace)
+        return isvc if deployment["spec"]["replicas"] > 1 and isvc["status"].get("desiredReplicas", 1) > 1 else None
 
     # 16 long streams against a ceiling of 4: 12 wait in the queue of the only replica.
     isvc = asyncio.run(hold_streams(proxy, 16, scaled_up, timeout=60))
