@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import signal
 import subprocess
@@ -137,9 +138,11 @@ def _lease_holder(namespace: str, name: str) -> str | None:
     return json.loads(result.stdout)["spec"].get("holderIdentity") if result.returncode == 0 else None
 
 
-def _pid_of(operators: list[Operator], identity: str) -> Operator:
-    """Which of our operator processes holds `identity` (each logs it when it takes the Lease)."""
-    return next(op for op in operators if identity in op.log_text())
+def _holder_of(operators: list[Operator], lease: str, identity: str) -> Operator | None:
+    """Which of our operator processes took the Lease as `identity` (the standby's log names the
+    holder too, so match the line only the holder writes)."""
+    acquired = f"Acquired Lease {lease} as {identity}:"
+    return next((op for op in operators if acquired in op.log_text()), None)
 
 
 def test_active_operator_killed_mid_scale_the_standby_takes_over_without_a_flap(
@@ -151,12 +154,17 @@ def test_active_operator_killed_mid_scale_the_standby_takes_over_without_a_flap(
     lease = "inferscale-leader"
     settings = {"prometheus_url": prometheus, **SETTINGS}
     with session_operator_paused():
-        operators = [Operator(tmp_path, args=("--lease", f"{namespace}/{lease}")) for _ in range(2)]
+        # Each in its own directory: their logs must not overwrite each other's.
+        log_dirs = [tmp_path / f"operator-{i}" for i in range(2)]
+        operators = [Operator(d, args=("--lease", f"{namespace}/{lease}")) for d in log_dirs]
+        for d in log_dirs:
+            d.mkdir()
         for op in operators:
             op.start(**settings)
         try:
             first = wait_for("one operator to hold the Lease", lambda: _lease_holder(namespace, lease), timeout=30)
-            active = wait_for("the holder's log", lambda: _pid_of(operators, first), timeout=10)
+            holder = functools.partial(_holder_of, operators, f"{namespace}/{lease}", first)
+            active = wait_for("the holder's log", holder, timeout=10)
             standby = next(op for op in operators if op is not active)
 
             _apply(namespace, {})
