@@ -97,6 +97,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # for tests/: one definition of the bucket layouts and of the Prometheus launcher
 
+from tests import support  # noqa: E402
 from tests.integration.exporters import TGI_DURATION_BUCKETS, VLLM_TTFT_BUCKETS  # noqa: E402
 from tests.prometheus import PROMETHEUS, Prometheus, PrometheusFailed, die_with_parent, stop_process  # noqa: E402
 
@@ -429,14 +430,11 @@ def start_prometheus(workdir: Path, engines: list[str], dcgm: list[str], interva
 
 
 def wait_for(what: str, probe: Callable[[], Any], *, timeout: float, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise SystemExit(f"bench: timed out after {timeout:.0f}s waiting for {what} (last seen: {last!r})")
+    """tests.support.wait_for, ending the bench with a message instead of a test failure."""
+    try:
+        return support.wait_for(what, probe, timeout=timeout, interval=interval)
+    except AssertionError as error:
+        raise SystemExit(f"bench: {error}") from None
 
 
 # --- the operator's side -----------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import contextlib
 import ctypes
 import json
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,18 +21,14 @@ from typing import Any
 
 import yaml
 
+from tests.support import free_port
+
 PROMETHEUS = Path("/usr/bin/prometheus")
 _PR_SET_PDEATHSIG = 1
 
 
 class PrometheusFailed(RuntimeError):
     """Prometheus exited, or did not become ready in time; the message ends with its log."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def die_with_parent() -> None:

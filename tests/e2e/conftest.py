@@ -8,13 +8,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("INFERSCALE_CLUSTER_DIR", Path.home() / ".cache/inferscale/cluster"))
@@ -43,22 +44,6 @@ def kubectl(*args: str, check: bool = True, stdin: str | None = None) -> subproc
 
 def get_json(*args: str) -> dict[str, Any]:
     return dict(json.loads(kubectl("get", *args, "-o", "json").stdout))
-
-
-def wait_for(what: str, probe: Callable[[], Any], *, timeout: float = 60, interval: float = 0.5) -> Any:
-    """Poll until probe() returns something truthy; fail naming what never happened."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except AssertionError as error:  # e.g. kubectl get of an object not there yet
-            last = error
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -27,9 +26,9 @@ from tests.e2e.conftest import (
     get_json,
     kubectl,
     session_operator_paused,
-    wait_for,
 )
 from tests.helm import CHART, helm
+from tests.support import free_port, wait_for
 
 HF_TOKEN = "hf_chart_test_secret_value_93f1"
 PROMETHEUS_TOKEN = "prom_chart_test_secret_value_5c2e"
@@ -69,12 +68,6 @@ def release(release_namespace: str) -> Iterator[str]:
     _helm("uninstall", name, "-n", release_namespace, "--wait", check=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _can_i(account: str, *args: str) -> bool:
     result = kubectl("auth", "can-i", f"--as={account}", *args, check=False)
     return result.stdout.strip() == "yes"
@@ -102,7 +95,7 @@ def _local_operator(
 ) -> tuple[Operator, dict[str, str], int, int]:
     """The chart's container as a local process: its args (local ports) and INFERSCALE_* env."""
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    liveness, metrics = _free_port(), _free_port()
+    liveness, metrics = free_port(), free_port()
     args = [
         f"--liveness=http://127.0.0.1:{liveness}/healthz" if arg.startswith("--liveness=") else arg
         for arg in container["args"]

@@ -32,10 +32,10 @@ from tests.e2e.conftest import (
     get_json,
     kubectl,
     session_operator_paused,
-    wait_for,
 )
 from tests.e2e.test_engines import endpoints, hold_streams, prometheus, runner, script  # noqa: F401
 from tests.e2e.test_scaling import ISVC, SETTINGS, scaling_operator  # noqa: F401
+from tests.support import wait_for
 
 
 def _isvc(namespace: str, name: str = "chat") -> dict[str, Any]:

@@ -7,7 +7,6 @@ stopped when the tests end.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,18 +25,6 @@ def prometheus_binary() -> Path:
             pytrace=False,
         )
     return PROMETHEUS
-
-
-def wait_for(what: str, probe: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.25) -> Any:
-    """Poll until probe() returns something truthy; fail naming what never happened."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ import pytest
 from inferscale.metrics import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
 from inferscale.promql import QueryOptions, ServiceSignals, Signal
 
-from tests.integration.conftest import wait_for
 from tests.integration.exporters import (
     TGI_DURATION_BUCKETS,
     VLLM_TTFT_BUCKETS,
@@ -29,7 +28,8 @@ from tests.integration.exporters import (
     Traffic,
     VllmEngine,
 )
-from tests.prometheus import Prometheus, free_port
+from tests.prometheus import Prometheus
+from tests.support import free_port, wait_for
 
 WINDOW = 5
 OPTIONS = QueryOptions(window_seconds=WINDOW, max_sample_age_seconds=5)
@@ -155,7 +155,7 @@ def fleet(start_prometheus: Any) -> Iterator[Fleet]:
         )
 
     try:
-        wait_for("the exporters' signals to reach Prometheus", settled, timeout=30)
+        wait_for("the exporters' signals to reach Prometheus", settled, timeout=30, interval=0.25)
         # rate() extrapolates from the samples it has; let a whole window of them come in.
         time.sleep(WINDOW + 1)
         yield fleet
@@ -279,14 +279,16 @@ def test_a_stopped_exporter_turns_stale_then_missing(fleet: Fleet) -> None:
         doomed = fleet.fetch()[key]
         return doomed if Signal.QUEUE_DEPTH in doomed.missing else None
 
-    doomed = wait_for("the stopped exporter's gauges to go", gauges_gone, timeout=15)
+    doomed = wait_for("the stopped exporter's gauges to go", gauges_gone, timeout=15, interval=0.25)
     assert doomed.request_rate is None
     assert Signal.REQUEST_RATE in doomed.stale
     assert "request_rate is stale (its series are gone)" in doomed.problems()
     assert doomed.ttft_p95_seconds is None
 
     # Once the window has passed, nothing is left of it.
-    wait_for("the stopped service to leave the results", lambda: key not in fleet.fetch(), timeout=WINDOW + 10)
+    wait_for(
+        "the stopped service to leave the results", lambda: key not in fleet.fetch(), timeout=WINDOW + 10, interval=0.25
+    )
 
 
 def test_prometheus_rejecting_a_query_raises_query_failed(fleet: Fleet) -> None:

@@ -53,13 +53,3 @@ def simengine() -> Iterator[StartEngine]:
         proc.wait(10)
         if proc.stderr is not None:
             proc.stderr.close()
-
-
-def free_port() -> int:
-    """A loopback port with nothing listening on it (bound and released)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
+from tests.support import free_port
 
-from .conftest import ROOT, StartEngine, free_port
+from .conftest import ROOT, StartEngine
 
 
 def test_run_replays_a_trace_and_writes_json_and_png(

@@ -8,8 +8,9 @@ from loadgen.client import ClientConfig, StreamingClient, TargetUnreachable, run
 from loadgen.profiles import get_profile
 from loadgen.stats import percentile
 from loadgen.traffic import Arrival, Constant, Fixed, build_schedule
+from tests.support import free_port
 
-from .conftest import StartEngine, free_port
+from .conftest import StartEngine
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from loadgen.engine_model import BatchingMode
 from loadgen.profiles import TEST_PROFILE
 from loadgen.simengine import ServerConfig, running_server
 from loadgen.tokens import CHAT_TOKENS_FIXED, CHAT_TOKENS_PER_MESSAGE, filler_text
+from tests.support import free_port
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,13 +265,6 @@ async def test_naive_mode_serves_the_same_api() -> None:
             *(client.post("/v1/completions", json={"prompt": "a b", "max_tokens": 4 + i}) for i in range(3))
         )
         assert [r.json()["usage"]["completion_tokens"] for r in responses] == [4, 5, 6]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_command_line_server_drains_on_sigterm_and_exits_cleanly() -> None:
