@@ -3,14 +3,15 @@
 Why not aiohttp or httpx: streaming a token per SSE event costs them a task wake-up per event (the
 response body is a stream the caller awaits, chunk by chunk). Measured on the 2-core development machine,
 aiohttp's client spent about 2.5 ms of CPU per 64-token streamed request, four times this module, which
-decodes the body inside ``data_received`` and hands each piece to a callback with the time it arrived. At
-the hundreds of requests per second an open-loop run needs, that is the difference between keeping to the
-schedule and falling behind it (see ``bench/loadgen_rate.py``).
+hands each body piece to a callback inside ``data_received``, with the time it arrived. At the hundreds of
+requests per second an open-loop run needs, that is the difference between keeping to the schedule and
+falling behind it (see ``bench/loadgen_rate.py``). The HTTP itself is parsed by httptools (llhttp, as in
+uvicorn and Node.js), not here.
 
-What it does: one host, HTTP/1.1 keep-alive connections in an unbounded pool (a bound would queue requests
-in the client), ``Content-Length`` and chunked bodies, ``http`` and ``https``, a retry on a fresh connection
-when a pooled one turns out to have been closed by the server before it answered. What it does not:
-proxies, redirects, compression, HTTP/2.
+What this module adds: one host, HTTP/1.1 keep-alive connections in an unbounded pool (a bound would queue
+requests in the client), ``http`` and ``https``, a retry on a fresh connection when a pooled one turns out
+to have been closed by the server before it answered. What it does not: proxies, redirects, compression,
+HTTP/2.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 from urllib.parse import urlsplit
+
+import httptools
 
 __all__ = ["BodySink", "Collect", "ConnectionPool", "Disconnected", "ProtocolError"]
 
@@ -61,11 +64,12 @@ class Collect:
             self.body += data[: self._limit - len(self.body)]
 
 
-_HEAD, _CHUNKED, _LENGTH, _UNTIL_CLOSE, _DONE = range(5)
-
-
 class _Connection(asyncio.BufferedProtocol):
     """One HTTP/1.1 connection; runs one request at a time.
+
+    httptools (the llhttp parser uvicorn uses) reads the framing: status line, headers, chunked or
+    ``Content-Length`` bodies, trailers, 1xx interim answers, and calls back here with each piece, inside
+    the same ``data_received`` call, so every body piece is stamped with the time its bytes arrived.
 
     A buffered protocol: the transport reads into this connection's own buffer (``recv_into``) instead of
     allocating a fresh 256 KiB bytes object per read, which matters at one read per streamed token.
@@ -75,16 +79,15 @@ class _Connection(asyncio.BufferedProtocol):
         self._clock = clock
         self._rbuf = bytearray(_READ_SIZE)
         self._rview = memoryview(self._rbuf)
+        self._parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._future: asyncio.Future[bool] | None = None
         self._sink: BodySink | None = None
-        self._state = _DONE
-        self._buf = b""
-        self._left = 0
-        self._crlf = False
-        self._trailers = False
-        self._keep = True
+        self._now = 0.0
+        self._headers: dict[str, str] = {}
+        self._head_bytes = 0
+        self._until_close = False  # neither chunked nor Content-Length: the body ends with the connection
         self._got_bytes = False
 
     # --- asyncio callbacks ---
@@ -95,8 +98,8 @@ class _Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._state == _UNTIL_CLOSE:
-            self._complete()
+        if self._until_close:
+            self._complete(keep=False)
             return
         fut = self._future
         if fut is not None and not fut.done():
@@ -109,50 +112,62 @@ class _Connection(asyncio.BufferedProtocol):
         return self._rview
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(bytes(self._rview[:nbytes]))
+        self.data_received(self._rview[:nbytes])
 
-    def data_received(self, data: bytes) -> None:
-        now = self._clock()
+    def data_received(self, data: bytes | memoryview) -> None:
+        if self._future is None:
+            self.abort()  # bytes nobody asked for: this connection's framing can no longer be trusted
+            return
+        self._now = self._clock()
         self._got_bytes = True
         try:
-            if self._state == _HEAD:
-                data = self._read_head(data)
-                if self._state == _HEAD:
-                    return
-            if self._state == _CHUNKED:
-                self._read_chunked(data, now)
-            elif self._state == _LENGTH:
-                take = data[: self._left]
-                self._left -= len(take)
-                if take:
-                    self._feed(take, now)
-                if self._left == 0:
-                    self._complete()
-            elif self._state == _UNTIL_CLOSE:
-                self._feed(data, now)
-        except ProtocolError as err:
-            self._fail(err)
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as err:
+            # A callback's own ProtocolError comes back wrapped in the parser's error.
+            cause = err.__context__ if isinstance(err.__context__, ProtocolError) else None
+            self._fail(cause or ProtocolError(f"not an HTTP/1.x answer: {err}"))
+
+    # --- httptools callbacks ---
+
+    def on_message_begin(self) -> None:
+        self._headers, self._head_bytes = {}, 0
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > _MAX_HEAD:
+            raise ProtocolError(f"response head longer than {_MAX_HEAD} bytes")
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").strip()
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:  # 1xx: an interim answer; the real head follows
+            return
+        framed = "content-length" in self._headers or "chunked" in self._headers.get("transfer-encoding", "")
+        self._until_close = not framed
+        if self._sink is not None:
+            self._sink.head(status, self._headers)
+
+    def on_body(self, body: bytes) -> None:
+        if self._sink is not None:
+            self._sink.feed(body, self._now)
+
+    def on_message_complete(self) -> None:
+        if self._parser.get_status_code() >= 200:
+            self._complete(keep=self._parser.should_keep_alive())
 
     # --- requests ---
 
     def start(self, payload: bytes, sink: BodySink, future: asyncio.Future[bool]) -> None:
         assert self.transport is not None
         self._future, self._sink = future, sink
-        self._state, self._buf, self._got_bytes, self._keep = _HEAD, b"", False, True
-        self._left, self._crlf, self._trailers = 0, False, False
+        self._got_bytes, self._until_close = False, False
         self.transport.write(payload)
 
     def abort(self) -> None:
         self.closed = True
-        self._state = _DONE
+        self._future, self._sink = None, None
         if self.transport is not None:
             self.transport.abort()
-
-    # --- parsing ---
-
-    def _feed(self, data: bytes, now: float) -> None:
-        if self._sink is not None:
-            self._sink.feed(data, now)
 
     def _fail(self, err: Exception) -> None:
         fut = self._future
@@ -160,111 +175,11 @@ class _Connection(asyncio.BufferedProtocol):
         if fut is not None and not fut.done():
             fut.set_exception(err)
 
-    def _complete(self) -> None:
-        self._state = _DONE
+    def _complete(self, *, keep: bool) -> None:
         fut, self._future, self._sink = self._future, None, None
+        self._until_close = False
         if fut is not None and not fut.done():
-            fut.set_result(self._keep and not self.closed)
-
-    def _read_head(self, data: bytes) -> bytes:
-        buf = self._buf + data if self._buf else data
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > _MAX_HEAD:
-                raise ProtocolError(f"response head longer than {_MAX_HEAD} bytes")
-            self._buf = buf
-            return b""
-        self._buf = b""
-        lines = buf[:end].decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise ProtocolError(f"not an HTTP/1.x status line: {lines[0][:100]!r}")
-        status = int(parts[1])
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        if status < 200:  # 1xx: an interim answer; the real head follows
-            return self._read_head(buf[end + 4 :])
-        self._keep = headers.get("connection", "").lower() != "close" and parts[0] == "HTTP/1.1"
-        assert self._sink is not None
-        self._sink.head(status, headers)
-        rest = buf[end + 4 :]
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self._state = _CHUNKED
-        elif "content-length" in headers:
-            try:
-                self._left = int(headers["content-length"])
-            except ValueError:
-                raise ProtocolError(f"bad Content-Length {headers['content-length']!r}") from None
-            self._state = _LENGTH
-            if self._left == 0:
-                self._complete()
-        else:
-            self._state = _UNTIL_CLOSE
-            self._keep = False
-        return rest
-
-    def _read_chunked(self, data: bytes, now: float) -> None:
-        if not (self._buf or self._left or self._crlf or self._trailers):
-            # The common case while streaming: exactly one whole chunk in this read.
-            eol = data.find(b"\r\n", 0, 18)
-            if eol > 0:
-                try:
-                    size = int(data[:eol], 16)
-                except ValueError:
-                    size = -1
-                end = eol + 2 + size
-                if size > 0 and len(data) == end + 2 and data.endswith(b"\r\n"):
-                    self._feed(data[eol + 2 : end], now)
-                    return
-        buf = self._buf + data if self._buf else data
-        pos, n = 0, len(buf)
-        out: list[bytes] = []
-        finished = False
-        while pos < n:
-            if self._left:
-                take = min(self._left, n - pos)
-                out.append(buf[pos : pos + take])
-                pos += take
-                self._left -= take
-                if not self._left:
-                    self._crlf = True
-                continue
-            if self._crlf:
-                if n - pos < 2:
-                    break
-                if buf[pos : pos + 2] != b"\r\n":
-                    raise ProtocolError("a chunk is not followed by CRLF")
-                pos += 2
-                self._crlf = False
-                continue
-            eol = buf.find(b"\r\n", pos)
-            if eol < 0:
-                break
-            if self._trailers:
-                empty = eol == pos
-                pos = eol + 2
-                if empty:  # the blank line after the last chunk (and any trailers): the answer is complete
-                    finished = True
-                    break
-                continue
-            size_text = buf[pos:eol].split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise ProtocolError(f"bad chunk size {size_text[:20]!r}") from None
-            pos = eol + 2
-            if size == 0:
-                self._trailers = True
-            else:
-                self._left = size
-        self._buf = buf[pos:]
-        if out:
-            self._feed(b"".join(out), now)
-        if finished:
-            self._buf = b""
-            self._complete()
+            fut.set_result(keep and not self.closed)
 
 
 class _Stale(ConnectionError):

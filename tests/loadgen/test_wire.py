@@ -119,7 +119,7 @@ async def test_a_server_closing_mid_stream_or_talking_nonsense_is_reported() -> 
 
     async for url in serve(nonsense):
         pool = ConnectionPool(url)
-        with pytest.raises(ProtocolError, match=r"not an HTTP/1\.x status line"):
+        with pytest.raises(ProtocolError, match=r"not an HTTP/1\.x answer"):
             await pool.request(pool.head("GET", "/"), Collect())
         pool.close()
 
