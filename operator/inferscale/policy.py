@@ -19,7 +19,9 @@ The rules, in the order `decide` applies them:
    its quantile is NaN). GPU utilisation is optional: missing or stale, it is ignored.
 3. Up, fast, on evidence of trouble: p95 TTFT above the SLO (`SLOBreached`) or more
    requests waiting than `queueDepthPerReplica` per ready replica, plus 10% tolerance
-   (`QueueGrowing`). Only ready replicas count as capacity. The target is the largest of
+   (`QueueGrowing`), unless replicas became ready within `ttft_window` and the queue has
+   not grown since the last tick: they are draining it (`Stabilizing`). Only ready
+   replicas count as capacity. The target is the largest of
    ready + 1, the in-flight requests spread at maxConcurrency + queueDepthPerReplica per
    replica, and ready x TTFT / SLO; it moves at most `scaleUp.maxStepReplicas` per tick.
    It does not add replicas while pods are Pending (`GPUCapacityReached`), at max
@@ -27,6 +29,11 @@ The rules, in the order `decide` applies them:
    after twice `coldStartSeconds` it stops waiting for them). A TTFT breach right after new
    replicas became ready is not acted on until the p95 window (`ttft_window`) covers them
    (`Stabilizing`): the window still holds the slow requests served before they came up.
+   Likewise after a backlog (requests waiting beyond the queue target): its requests report
+   their long waits when they start, so TTFT is not trusted again until a window after the
+   backlog cleared (nothing waiting, or a window after the queue fell to target). The
+   queue rule covers that time; without this, a drained backlog's waits would size a
+   scale-up, and teach a false SLO knee, after the backlog was gone.
 4. Down, slowly, with headroom. Without a breach the policy never adds replicas. It
    removes them only when all of these hold: the load fits fewer replicas, each at no more
    than 80% of its concurrency ceiling, KV cache and queue target, and of the per-replica
@@ -152,6 +159,18 @@ class Memory(Model):
     last_scale_direction: Direction | None = None
     ready_replicas: Annotated[int | None, Field(ge=0, description="Ready replicas at the last tick.")] = None
     ready_changed_at: Annotated[AwareDatetime | None, Field(description="When the ready count last changed.")] = None
+    backlog_seen_at: Annotated[
+        AwareDatetime | None,
+        Field(description="When requests last waited beyond the queue target (their TTFT enters the p95 window)."),
+    ] = None
+    backlog_cleared_at: Annotated[
+        AwareDatetime | None,
+        Field(description="When that backlog was gone: nothing waiting, or one p95 window after it fell to target."),
+    ] = None
+    queue_depth: Annotated[
+        float | None,
+        Field(ge=0, description="Requests waiting at the last tick with metrics: whether the queue grows or drains."),
+    ] = None
     slo_knee_per_replica: Annotated[
         float | None,
         Field(
@@ -194,7 +213,14 @@ def decide(
     """
     if now.utcoffset() is None:
         raise ValueError(f"now must be timezone-aware, got {now.isoformat()}: pass e.g. datetime.now(UTC)")
-    tick = _Tick(spec, observed, _track_ready(memory, observed.ready_replicas, now), now, ttft_window)
+    tick = _Tick(
+        spec,
+        observed,
+        _track_ready(memory, observed.ready_replicas, now),
+        now,
+        ttft_window,
+        backlog_settled=_backlog_settled(memory, now, ttft_window),
+    )
     bounds, current = spec.replicas, observed.current_replicas
     if memory.ready_replicas is None:
         # First tick for this service (or its status was lost): act as if the current count
@@ -209,20 +235,33 @@ def decide(
         return tick.finish(bounds.max, Reason.ABOVE_MAX_REPLICAS, why, tick.remember(bounds.max))
 
     load = _read(observed, now, stale_after)
+    previous_waiting = tick.memory.queue_depth
+    queue_depth = load.waiting if isinstance(load, _Load) else None
+    tick = replace(tick, memory=tick.memory.model_copy(update={"queue_depth": queue_depth}))
     if not isinstance(load, _Load):
         return _hold_without_data(tick, *load)
 
     slo = spec.scaling.ttft_p95_seconds
     queue_target = spec.scaling.queue_depth_per_replica * observed.ready_replicas
     queue_breach = load.waiting > queue_target * (1 + TOLERANCE)
+    tick = replace(tick, memory=_track_backlog(tick.memory, load.waiting, queue_target, now, ttft_window))
     over_slo = load.ttft is not None and load.ttft > slo
-    if (over_slo and tick.settled) or queue_breach:
+    # Replicas that just became ready take their share of the backlog at once and then drain
+    # it; sizing again from that backlog would add replicas that arrive after it is gone.
+    shrinking = previous_waiting is not None and load.waiting <= previous_waiting
+    draining = queue_breach and not tick.ready_settled and shrinking
+    if (over_slo and tick.settled) or (queue_breach and not draining):
         return _scale_up(tick, load, slo_breach=over_slo and tick.settled)
-    if over_slo and load.ttft is not None:
+    if draining:
         why = (
-            f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but the ready replicas changed "
-            f"{_dur(tick.since_ready_changed)} ago and the {_dur(ttft_window)} p95 window does not reflect them yet"
+            f"{_num(load.waiting)} requests waiting on {observed.ready_replicas} ready replicas "
+            f"(target {_num(spec.scaling.queue_depth_per_replica)} per replica), down from "
+            f"{_num(previous_waiting or 0)} at the last tick: the replicas ready "
+            f"{_dur(tick.since_ready_changed)} ago are draining it"
         )
+        return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
+    if over_slo and load.ttft is not None:
+        why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but {tick.unsettled_because()}"
         return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
     if load.ttft is None and load.in_flight > 0:
         why = f"p95 TTFT is missing or NaN with {_num(load.in_flight)} requests in flight"
@@ -405,10 +444,7 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
 
     memory = tick.remember(recommended, memory)
     if not tick.settled:
-        why = (
-            f"{fits_text}, but the ready replicas changed {_dur(tick.since_ready_changed)} ago and "
-            f"the {_dur(tick.ttft_window)} p95 TTFT window does not reflect them yet"
-        )
+        why = f"{fits_text}, but {tick.unsettled_because()}"
         return tick.finish(current, Reason.STABILIZING, why, memory)
     stable = _highest(memory.scale_down_window, recommended)
     if stable >= current:
@@ -454,6 +490,9 @@ class _Tick:
     memory: Memory
     now: datetime
     ttft_window: timedelta
+    # Decided from the memory this tick starts with: a backlog first seen now does not mute this
+    # tick's SLO check (that would make more waiting requests yield fewer replicas).
+    backlog_settled: bool = True
 
     @property
     def since_ready_changed(self) -> timedelta:
@@ -461,9 +500,25 @@ class _Tick:
         return self.now - changed if changed is not None else timedelta.max
 
     @property
-    def settled(self) -> bool:
-        """Whether p95 TTFT already reflects the current ready replicas."""
+    def ready_settled(self) -> bool:
+        """Whether the ready count has been the same for the p95 window."""
         return self.since_ready_changed >= self.ttft_window
+
+    @property
+    def settled(self) -> bool:
+        """Whether p95 TTFT reflects the current ready replicas, not a drained backlog's waits."""
+        return self.ready_settled and self.backlog_settled
+
+    def unsettled_because(self) -> str:
+        window = _dur(self.ttft_window)
+        if not self.ready_settled:
+            return (
+                f"the ready replicas changed {_dur(self.since_ready_changed)} ago and "
+                f"the {window} p95 TTFT window does not reflect them yet"
+            )
+        cleared = self.memory.backlog_cleared_at
+        when = f"until {_dur(self.now - cleared)} ago" if cleared is not None else "until now"
+        return f"requests waited beyond the queue target {when}, and the {window} p95 TTFT window holds their waits"
 
     @property
     def since_last_scale(self) -> timedelta:
@@ -509,6 +564,29 @@ class _Tick:
             limited_by=limited_by,
             memory=memory,
         )
+
+
+def _backlog_settled(memory: Memory, now: datetime, window: timedelta) -> bool:
+    """Whether the p95 window is past the waits of the last backlog."""
+    seen, cleared = memory.backlog_seen_at, memory.backlog_cleared_at
+    return seen is None or (cleared is not None and now - cleared >= window)
+
+
+def _track_backlog(memory: Memory, waiting: float, target: float, now: datetime, window: timedelta) -> Memory:
+    """Follow a backlog from when requests wait beyond the target until it is gone.
+
+    Requests caught in a backlog report their long TTFT when they finally start, so the p95
+    window holds those waits for a while after the queue has drained: p95 TTFT says nothing
+    about the current replicas until a window after the backlog cleared. Cleared means
+    nothing waiting, or one window after the queue fell to its target (a small queue that
+    never empties must not silence the SLO for good).
+    """
+    seen, cleared = memory.backlog_seen_at, memory.backlog_cleared_at
+    if waiting > target:
+        seen, cleared = now, None
+    elif seen is not None and cleared is None and (waiting < 1 or now - seen >= window):
+        cleared = now
+    return memory.model_copy(update={"backlog_seen_at": seen, "backlog_cleared_at": cleared})
 
 
 def _track_ready(memory: Memory, ready: int, now: datetime) -> Memory:

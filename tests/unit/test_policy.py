@@ -171,11 +171,58 @@ def test_ttft_breach_waits_for_the_p95_window_to_cover_new_replicas() -> None:
     decision = _decide(_seen(4, running=40, ttft=1.9), memory)
     assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
     assert decision.message == (
-        "p95 TTFT 1.90s > SLO 1.20s, but the ready replicas changed 30s ago and the 60s p95 window "
+        "p95 TTFT 1.90s > SLO 1.20s, but the ready replicas changed 30s ago and the 60s p95 TTFT window "
         "does not reflect them yet: holding 4 replicas."
     )
     later = decide(_spec(), _seen(4, running=40, ttft=1.9), memory, T0 + timedelta(seconds=30))
     assert (later.replicas, later.reason) == (7, Reason.SLO_BREACHED)
+
+
+def test_replicas_just_ready_drain_the_backlog_before_more_are_added() -> None:
+    # 4 replicas became ready 15 s ago and took their share at once: 120 waiting, down from 150.
+    draining = _settled(4, ready_changed_at=_ago(15), queue_depth=150)
+    decision = _decide(_seen(4, waiting=120, running=64, ttft=0.9), draining)
+    assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
+    assert decision.message == (
+        "120 requests waiting on 4 ready replicas (target 4 per replica), down from 150 at the last tick: "
+        "the replicas ready 15s ago are draining it: holding 4 replicas."
+    )
+    assert decision.memory.queue_depth == 120
+    # Still growing with them: they are not enough, and more are added at once.
+    growing = _decide(_seen(4, waiting=160, running=64, ttft=0.9), draining)
+    assert (growing.replicas, growing.reason) == (8, Reason.QUEUE_GROWING)
+    # Once the ready count has been steady for the p95 window, a backlog above target scales up again.
+    settled = _decide(_seen(4, waiting=120, running=64, ttft=0.9), _settled(4, queue_depth=150))
+    assert (settled.replicas, settled.reason) == (8, Reason.QUEUE_GROWING)
+
+
+def test_a_drained_backlogs_waits_in_the_p95_window_do_not_size_a_scale_up() -> None:
+    # The queue was over its target 70 s ago and emptied 45 s ago; its requests' long waits are
+    # still in the 60 s p95 window, though nothing waits now.
+    after_backlog = _settled(4, backlog_seen_at=_ago(70), backlog_cleared_at=_ago(45))
+    decision = _decide(_seen(4, running=20, ttft=30.0), after_backlog)
+    assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
+    assert decision.message == (
+        "p95 TTFT 30.00s > SLO 1.20s, but requests waited beyond the queue target until 45s ago, "
+        "and the 60s p95 TTFT window holds their waits: holding 4 replicas."
+    )
+    assert decision.memory.slo_knee_per_replica is None  # nothing learnt from those waits
+    # A window after it cleared, a breach is the replicas' own again.
+    later = decide(_spec(), _seen(4, running=20, ttft=3.0), after_backlog, T0 + timedelta(seconds=15))
+    assert (later.replicas, later.reason) == (8, Reason.SLO_BREACHED)
+    # A backlog first seen in this very tick does not mute this tick's breach.
+    first = _decide(_seen(4, waiting=17, running=64, ttft=3.0))
+    assert first.reason is Reason.SLO_BREACHED
+    assert first.memory.backlog_seen_at == T0 and first.memory.backlog_cleared_at is None
+
+
+def test_a_backlog_clears_when_nothing_waits_or_a_window_after_it_fell_to_target() -> None:
+    seen = _settled(4, backlog_seen_at=_ago(30))
+    still = _decide(_seen(4, waiting=10, running=64), seen)  # at the target of 16: not cleared yet
+    assert still.memory.backlog_cleared_at is None
+    assert _decide(_seen(4, waiting=0, running=64), seen).memory.backlog_cleared_at == T0
+    long_ago = _settled(4, backlog_seen_at=_ago(60))
+    assert _decide(_seen(4, waiting=10, running=64), long_ago).memory.backlog_cleared_at == T0
 
 
 def test_scale_up_stabilization_window_waits_for_a_sustained_breach() -> None:
@@ -383,7 +430,14 @@ def test_above_max_goes_to_max_at_once() -> None:
 def test_memory_survives_a_restart_through_status_json() -> None:
     first = _decide(_seen(2, waiting=3, running=32, ttft=1.9))
     stored = first.memory.model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert set(stored) == {"scaleUpWindow", "scaleDownWindow", "lastScaleTime", "lastScaleDirection", "readyReplicas"}
+    assert set(stored) == {
+        "scaleUpWindow",
+        "scaleDownWindow",
+        "lastScaleTime",
+        "lastScaleDirection",
+        "readyReplicas",
+        "queueDepth",
+    }
     assert stored["scaleDownWindow"] == [{"time": "2026-01-01T12:00:00Z", "replicas": 4}]
 
     later = T0 + timedelta(seconds=15)
