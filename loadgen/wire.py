@@ -133,7 +133,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._headers, self._head_bytes = {}, 0
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._head_bytes += len(name) + len(value)
+        self._head_bytes += len(name) + len(value) + 4  # as on the wire: ": " and CRLF
         if self._head_bytes > _MAX_HEAD:
             raise ProtocolError(f"response head longer than {_MAX_HEAD} bytes")
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1").strip()
@@ -142,7 +142,7 @@ class _Connection(asyncio.BufferedProtocol):
         status = self._parser.get_status_code()
         if status < 200:  # 1xx: an interim answer; the real head follows
             return
-        framed = "content-length" in self._headers or "chunked" in self._headers.get("transfer-encoding", "")
+        framed = "content-length" in self._headers or "chunked" in self._headers.get("transfer-encoding", "").lower()
         self._until_close = not framed
         if self._sink is not None:
             self._sink.head(status, self._headers)

@@ -112,6 +112,18 @@ async def test_a_server_closing_mid_stream_or_talking_nonsense_is_reported() -> 
             await pool.request(pool.head("GET", "/"), Collect())
         pool.close()
 
+    async def mid_stream_capitalised(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)  # header values are case-insensitive: "Chunked" is chunked too
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n5\r\nhel")
+        await writer.drain()
+        writer.close()
+
+    async for url in serve(mid_stream_capitalised):
+        pool = ConnectionPool(url)
+        with pytest.raises(Disconnected):
+            await pool.request(pool.head("GET", "/"), Collect())
+        pool.close()
+
     async def nonsense(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
