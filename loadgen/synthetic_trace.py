@@ -93,13 +93,30 @@ def write_trace(arrivals: Sequence[Arrival], path: str | Path) -> Path:
     return path
 
 
+def parse_knots(text: str) -> tuple[tuple[float, float], ...]:
+    """``"0:1.5,600:1.5,600.01:6"`` -> ``((0.0, 1.5), (600.0, 1.5), (600.01, 6.0))``, checked by Piecewise."""
+    try:
+        knots = tuple((float(t), float(r)) for t, r in (knot.split(":") for knot in text.split(",")))
+        Piecewise(knots)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--knots {text!r}: expected SECONDS:REQ_PER_S,... ({error})") from None
+    return knots
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write the synthetic fleet-simulator trace (Azure CSV layout).")
     parser.add_argument("out", help="CSV file to write, e.g. tests/data/synthetic_trace.csv")
     parser.add_argument("--duration", type=float, default=1800.0, help="seconds of traffic (default 1800)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--knots",
+        type=parse_knots,
+        default=DEFAULT_KNOTS,
+        metavar="T:RATE,...",
+        help="another shape: (seconds, req/s) knots joined linearly, e.g. a step 0:1.5,600:1.5,600.01:6",
+    )
     args = parser.parse_args(argv)
-    arrivals = synthetic_arrivals(duration=args.duration, seed=args.seed)
+    arrivals = synthetic_arrivals(duration=args.duration, knots=args.knots, seed=args.seed)
     path = write_trace(arrivals, args.out)
     print(f"wrote {len(arrivals)} requests over {args.duration:g}s to {path}")
     return 0

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import math
 import random
 import statistics
+from pathlib import Path
 
 import pytest
 
+from loadgen import synthetic_trace
 from loadgen.traffic import (
     Arrival,
     Burst,
@@ -143,3 +146,15 @@ def test_bad_shapes_name_the_field() -> None:
         Step(1, 2, at=5, until=3)
     with pytest.raises(ValueError, match="burst_length"):
         Burst(1, 2, period=5, burst_length=6)
+
+
+def test_synthetic_trace_takes_another_shape_from_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "step.csv"
+    assert synthetic_trace.main([str(out), "--duration", "120", "--seed", "3", "--knots", "0:1,60:1,60.01:5"]) == 0
+    times = [float(line.split(",")[0]) for line in out.read_text().splitlines()[1:]]
+    before, after = sum(t < 60 for t in times), sum(t >= 60 for t in times)
+    assert 30 <= before <= 95 and 200 <= after <= 400  # about 60 then 300 requests
+
+    for knots, why in (("0:1,5", "expected SECONDS:REQ_PER_S"), ("5:1", "the first knot must be at time 0")):
+        with pytest.raises(argparse.ArgumentTypeError, match=why):
+            synthetic_trace.parse_knots(knots)
