@@ -124,6 +124,21 @@ class Observation(Model):
     ttft_p95_seconds: Annotated[float | None, Field(description="p95 time to first token over `ttft_window`.")] = None
     kv_cache_usage: Annotated[float | None, Field(description="Mean KV-cache usage of ready replicas, 0..1.")] = None
     gpu_utilization_percent: Annotated[float | None, Field(description="Mean DCGM GPU utilisation, 0..100.")] = None
+    request_rate: Annotated[
+        float | None, Field(description="Requests finished per second over the window, summed over replicas.")
+    ] = None
+    queue_time_seconds: Annotated[
+        float | None,
+        Field(description="Mean time a request waited before its prefill began, over the window (what replicas fix)."),
+    ] = None
+    prefill_time_seconds: Annotated[
+        float | None,
+        Field(description="Mean time from a request's scheduling to its first token, over the window."),
+    ] = None
+    prefill_p95_seconds: Annotated[
+        float | None,
+        Field(description="p95 of that prefill time over the window (what replicas do not fix)."),
+    ] = None
     metrics_at: Annotated[
         AwareDatetime | None,
         Field(description="When the engine signals were sampled (the oldest of them); None if there were none."),
