@@ -102,7 +102,7 @@ _VLLM_TTFT_BUCKETS = [
 _VLLM_TOKEN_LATENCY_BUCKETS = [
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
 ]  # fmt: skip
-_VLLM_REQUEST_LATENCY_BUCKETS = [
+VLLM_REQUEST_LATENCY_BUCKETS = [
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
     960.0, 1920.0, 7680.0,
 ]  # fmt: skip
@@ -235,27 +235,27 @@ class VllmMetrics:
         self.e2e = histogram(
             "vllm:e2e_request_latency_seconds",
             "Histogram of e2e request latency in seconds.",
-            _VLLM_REQUEST_LATENCY_BUCKETS,
+            VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.queue_time = histogram(
             "vllm:request_queue_time_seconds",
             "Histogram of time spent in WAITING phase for request.",
-            _VLLM_REQUEST_LATENCY_BUCKETS,
+            VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.inference_time = histogram(
             "vllm:request_inference_time_seconds",
             "Histogram of time spent in RUNNING phase for request.",
-            _VLLM_REQUEST_LATENCY_BUCKETS,
+            VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.prefill_time = histogram(
             "vllm:request_prefill_time_seconds",
             "Histogram of time spent in PREFILL phase for request.",
-            _VLLM_REQUEST_LATENCY_BUCKETS,
+            VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.decode_time = histogram(
             "vllm:request_decode_time_seconds",
             "Histogram of time spent in DECODE phase for request.",
-            _VLLM_REQUEST_LATENCY_BUCKETS,
+            VLLM_REQUEST_LATENCY_BUCKETS,
         )
         info = Gauge(
             "vllm:cache_config_info",

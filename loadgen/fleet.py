@@ -45,7 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from loadgen.engine_model import EngineModel, Finished, FirstToken, validate_request
+from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS
+from loadgen.engine_model import EngineModel, Finished, FirstToken, Scheduled, validate_request
 from loadgen.profiles import EngineProfile
 from loadgen.stats import percentile
 from loadgen.traffic import Arrival
@@ -115,6 +116,16 @@ class FleetView:
     """GPU utilisation of each ready replica, in percent (what an HPA averages)."""
     arrival_rate: float
     """Requests per second that arrived since the previous tick."""
+    request_rate: float | None = None
+    """Requests finished per second over the window (``rate(vllm:request_success_total)``); None without
+    a ready replica."""
+    queue_time: float | None = None
+    """Mean seconds the requests finished in the window waited in an engine before their prefill began
+    (``vllm:request_queue_time_seconds`` _sum over _count); None when none finished."""
+    prefill_time: float | None = None
+    """Mean seconds from scheduling to first token of those requests (``vllm:request_prefill_time_seconds``)."""
+    prefill_p95: float | None = None
+    """p95 of that prefill time, from vLLM's histogram buckets as Prometheus interpolates them."""
 
 
 class Scale(NamedTuple):
@@ -308,6 +319,15 @@ class _Fleet:
         self.killed = 0
         self.window: deque[tuple[float, int]] = deque()  # (first-token time, bucket) in the TTFT window
         self.buckets = [0] * (len(TTFT_BUCKETS) + 1)
+        # Per request: when a replica took it and when it was first scheduled there (vLLM's queue time is
+        # the difference, its prefill time runs from scheduling to the first token).
+        self.dispatched_at = [math.nan] * n
+        self.scheduled_at = [math.nan] * n
+        # Requests finished within the window: (finish time, queue s, prefill s, prefill bucket), as vLLM
+        # records both histograms when a request finishes.
+        self.finished: deque[tuple[float, float, float, int]] = deque()
+        self.finished_sums = [0.0, 0.0]
+        self.prefill_buckets = [0] * (len(VLLM_REQUEST_LATENCY_BUCKETS) + 1)
         self.arrived_since_tick = 0
         self.last_tick = 0.0
         self.done_arriving = False
@@ -370,6 +390,7 @@ class _Fleet:
                     best, low = replica, replica.outstanding
         arrival = self.arrivals[rid]
         best.model.submit(rid, arrival.prompt_tokens, arrival.max_tokens, at=t)
+        self.dispatched_at[rid] = t
         self.served_by[rid] = best.index
         best.outstanding += 1
         self.dirty.add(best)
@@ -389,11 +410,30 @@ class _Fleet:
                 buckets[b] += 1
                 window.append((event.t, b))
             elif kind is Finished:
+                assert isinstance(event, Finished)
                 replica.outstanding -= 1
                 self.outstanding -= 1
+                self.record_finished(event.request_id, event.t)
+            elif kind is Scheduled:
+                assert isinstance(event, Scheduled)
+                rid = event.request_id
+                if not event.resumed and isinstance(rid, int):
+                    self.scheduled_at[rid] = event.t
         self.dirty.add(replica)
         if replica.draining and replica.outstanding == 0 and not replica.gone:
             self.remove(replica, t)
+
+    def record_finished(self, rid: object, t: float) -> None:
+        assert isinstance(rid, int)
+        scheduled, first = self.scheduled_at[rid], self.arrivals[rid].send_time + self.ttft[rid]
+        if scheduled != scheduled or first != first:
+            return  # aborted before it was scheduled or produced a token: vLLM records neither
+        queue, prefill = scheduled - self.dispatched_at[rid], first - scheduled
+        b = bisect.bisect_left(VLLM_REQUEST_LATENCY_BUCKETS, prefill)
+        self.finished.append((t, queue, prefill, b))
+        self.finished_sums[0] += queue
+        self.finished_sums[1] += prefill
+        self.prefill_buckets[b] += 1
 
     def kill(self, replica: _Replica, t: float) -> None:
         """The drain deadline passed: the pod is killed and its requests fail."""
@@ -417,6 +457,12 @@ class _Fleet:
         horizon = t - self.config.ttft_window_s
         while window and window[0][0] <= horizon:
             buckets[window.popleft()[1]] -= 1
+        finished, sums = self.finished, self.finished_sums
+        while finished and finished[0][0] <= horizon:
+            _, queue, prefill, b = finished.popleft()
+            sums[0] -= queue
+            sums[1] -= prefill
+            self.prefill_buckets[b] -= 1
         elapsed = t - self.last_tick
         rate = self.arrived_since_tick / elapsed if elapsed > 0 else 0.0
         if not self.serving:
@@ -459,6 +505,10 @@ class _Fleet:
             gpu_utilization=sum(utils) / len(utils),
             replica_gpu_utilization=ready_utils,
             arrival_rate=rate,
+            request_rate=len(finished) / self.config.ttft_window_s,
+            queue_time=max(0.0, sums[0]) / len(finished) if finished else None,
+            prefill_time=max(0.0, sums[1]) / len(finished) if finished else None,
+            prefill_p95=histogram_quantile(0.95, self.prefill_buckets, VLLM_REQUEST_LATENCY_BUCKETS),
         )
 
     def tick(self, t: float) -> None:

@@ -35,6 +35,7 @@ from loadgen.fleet_policies import (
     StaticPolicy,
     cheaper_static,
     counted_requests,
+    feasible_attainment,
     interval_rates,
     measure_capacity,
     plan_oracle,
@@ -140,12 +141,30 @@ class Comparison:
     initial_replicas: int
     oracle: OraclePlan | None
     wall_seconds: dict[str, float] = field(default_factory=dict)
+    feasible: tuple[int, ...] = ()
+    """The requests an idle engine serves within the SLO (accepted ones only): what any policy can get right."""
 
     def summaries(self) -> dict[str, dict[str, Any]]:
-        """Per policy: slo_attainment, gpu_seconds, ttft_p95, ttft_p99, scale_events and more."""
+        """Per policy: slo_attainment, gpu_seconds, ttft_p95, ttft_p99, scale_events and more.
+
+        ``slo_attainment_feasible`` counts only the requests an idle engine serves within the SLO (no replica
+        count helps the others). ``oracle_gpu_seconds`` is what the oracle's schedule, planned with the
+        future, costs at the feasible attainment this policy reached, and ``gpu_vs_oracle`` this policy's
+        GPU-seconds over it (None without an oracle run); ``oracle_reached`` is False when no planned
+        schedule attained as much (the ratio is then against the dearest one).
+        """
         out = {}
+        slo = self.settings.slo_ttft_s
         for name, result in self.results.items():
-            summary = result.summary(self.settings.slo_ttft_s)
+            summary = result.summary(slo)
+            summary["slo_attainment_feasible"] = feasible_attainment(result, self.feasible, slo)
+            summary["feasible_requests"] = len(self.feasible)
+            attained = summary["slo_attainment_feasible"]
+            if self.oracle is not None and attained is not None:
+                cost, reached = self.oracle.gpu_seconds_at(attained)
+                summary["oracle_gpu_seconds"] = cost
+                summary["gpu_vs_oracle"] = result.gpu_seconds / cost if cost > 0 else None
+                summary["oracle_reached"] = reached
             summary["description"] = self.descriptions[name]
             out[name] = summary
         return out
@@ -330,6 +349,7 @@ def compare(
         initial_replicas=job.initial,
         oracle=done["oracle"].oracle if "oracle" in done else None,
         wall_seconds=walls,
+        feasible=tuple(counted_requests(arrivals, profile, slo)),
     )
 
 
@@ -380,17 +400,23 @@ def _secs(value: float | None) -> str:
 def format_table(comparison: Comparison) -> str:
     """A fixed-width table, one row per policy, cheapest first."""
     summaries = comparison.summaries()
-    header = ("policy", "SLO attain.", "p95 TTFT", "p99 TTFT", "GPU-hours", "GPU-s", "scale ev.", "max rep.")
+    header = (
+        "policy", "SLO attain.", "feasible", "p95 TTFT", "p99 TTFT", "GPU-hours", "GPU-s", "vs oracle", "scale ev.",
+        "max rep.",
+    )  # fmt: skip
     rows = [header]
     for name, s in summaries.items():
+        ratio = s.get("gpu_vs_oracle")
         rows.append(
             (
                 name,
                 _pct(s["slo_attainment"]),
+                _pct(s["slo_attainment_feasible"]),
                 _secs(s["ttft_p95"]),
                 _secs(s["ttft_p99"]),
                 f"{s['gpu_seconds'] / 3600:.2f}",
                 f"{s['gpu_seconds']:.0f}",
+                "-" if ratio is None else f"{ratio:.2f}x" + ("" if s.get("oracle_reached", True) else "+"),
                 str(s["scale_events"]),
                 str(s["max_replicas"]),
             )

@@ -60,6 +60,7 @@ __all__ = [
     "StaticPolicy",
     "cheaper_static",
     "counted_requests",
+    "feasible_attainment",
     "interval_rates",
     "keeps_slo",
     "measure_capacity",
@@ -116,6 +117,10 @@ class InferscalePolicy:
             ttft_p95_seconds=view.ttft_p95,
             kv_cache_usage=view.kv_cache_usage,
             gpu_utilization_percent=view.gpu_utilization,
+            request_rate=view.request_rate,
+            queue_time_seconds=view.queue_time,
+            prefill_time_seconds=view.prefill_time,
+            prefill_p95_seconds=view.prefill_p95,
             metrics_at=now,
         )
 
@@ -484,6 +489,45 @@ class OraclePlan:
     """The capacity scale the plan was built with (see ``plan_oracle``)."""
     source: str = "planned"
     """``planned``, or ``static-peak`` when the flat peak schedule was the cheapest that kept the SLO."""
+    frontier: tuple[tuple[float, float], ...] = ()
+    """``(gpu_seconds, feasible attainment)`` of every planned schedule run, cheapest first, each dearer one
+    attaining more (see ``gpu_seconds_at``)."""
+
+    def gpu_seconds_at(self, attainment: float) -> tuple[float, bool]:
+        """What a schedule planned with the future costs at ``attainment`` (feasible requests within the SLO).
+
+        Interpolated between the frontier's runs; below the cheapest run, that run's cost scaled down in
+        proportion. The flag is False when no planned run reached ``attainment``: the answer is then the
+        dearest run's cost, which flatters nothing (the policy attained more than any plan tried).
+        """
+        points = self.frontier or ((self.result.gpu_seconds, 1.0),)
+        if attainment <= points[0][1]:
+            cost, reached = points[0]
+            return (cost * attainment / reached if reached > 0 else cost), True
+        for (c0, a0), (c1, a1) in itertools.pairwise(points):
+            if attainment <= a1:
+                return c0 + (c1 - c0) * (attainment - a0) / (a1 - a0), True
+        return points[-1][0], False
+
+
+def feasible_attainment(result: FleetResult, counted: Sequence[int], slo_ttft_s: float) -> float | None:
+    """Share of the ``counted`` requests (accepted, within the SLO on an idle engine) whose TTFT met the SLO."""
+    if not counted:
+        return None
+    ttft = result.ttft
+    return sum(1 for i in counted if ttft[i] <= slo_ttft_s) / len(counted)  # NaN (no first token) is a miss
+
+
+def _frontier(
+    runs: Sequence[FleetResult], counted: Sequence[int], slo_ttft_s: float
+) -> tuple[tuple[float, float], ...]:
+    """The runs no cheaper run beats: by cost, each one attaining more than every cheaper one."""
+    points = sorted((r.gpu_seconds, feasible_attainment(r, counted, slo_ttft_s) or 0.0) for r in runs)
+    kept: list[tuple[float, float]] = []
+    for cost, attained in points:
+        if not kept or attained > kept[-1][1]:
+            kept.append((cost, attained))
+    return tuple(kept)
 
 
 def counted_requests(arrivals: Sequence[Arrival], profile: EngineProfile, slo_ttft_s: float) -> list[int]:
@@ -508,6 +552,7 @@ def plan_oracle(
     *,
     interval_s: float = 60.0,
     max_simulations: int = 4,
+    frontier_scales: Sequence[float] = (0.6, 0.8),
 ) -> OraclePlan:
     """The fewest GPU-seconds schedule planned in advance that keeps the SLO: an estimate of the lower bound.
 
@@ -522,6 +567,9 @@ def plan_oracle(
        then is bisected between them for the cheapest plan that keeps it, up to ``max_simulations`` runs
        (a plan already tried is not run again).
     3. The cheapest run that kept the SLO wins; if none did, the last one tried, marked unmet.
+    4. Plans for ``frontier_scales`` x the winner's scale are run too (less capacity, lower attainment):
+       with every run before, they trace what planning with the future costs at each attainment
+       (``OraclePlan.gpu_seconds_at``), so a policy is judged against the oracle at the attainment it reached.
 
     It is an estimate of the lower bound, not a proof: the capacity is measured, the plan's shape follows
     the measured curve, the search is bounded, and plans move in whole replicas per window.
@@ -566,7 +614,15 @@ def plan_oracle(
             scale = (missed + kept) / 2
     assert last is not None
     chosen = best or last
+    for factor in frontier_scales:
+        plan = tuple(capacity.replicas_for(r * chosen.scale * factor) for r in rates)
+        if plan not in tried:
+            policy = SchedulePolicy("oracle", list(plan), interval_s, lead)
+            result = simulate(arrivals, policy, replace(config, initial_replicas=policy.wanted(0.0, lead)))
+            runs += 1
+            tried[plan] = OraclePlan(policy, result, runs, keeps_slo(result, counted, slo), chosen.scale * factor)
     chosen.simulations = runs
+    chosen.frontier = _frontier([o.result for o in tried.values()], counted, slo)
     return chosen
 
 
@@ -581,7 +637,12 @@ def cheaper_static(
         return oracle
     old = oracle.policy
     flat = SchedulePolicy("oracle", [replicas] * len(old.plan), old.interval_s, old.lead_s)
-    return OraclePlan(flat, replace(static_run, policy="oracle"), oracle.simulations, True, 1.0, "static-peak")
+    # The flat schedule joins the frontier of what planning ahead costs at each attainment.
+    points = [*oracle.frontier, (static_run.gpu_seconds, feasible_attainment(static_run, counted, slo_ttft_s) or 0.0)]
+    frontier = tuple(p for p in sorted(points) if not any(q[0] <= p[0] and q[1] >= p[1] and q != p for q in points))
+    return OraclePlan(
+        flat, replace(static_run, policy="oracle"), oracle.simulations, True, 1.0, "static-peak", frontier
+    )
 
 
 def refused_requests(arrivals: Sequence[Arrival], profile: EngineProfile) -> frozenset[int]:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.traffic import Arrival, Lognormal, Segment, build_schedule
+from loadgen.traffic import Arrival, LengthDist, Lognormal, Segment, build_schedule, parse_length
 
 __all__ = ["DEFAULT_KNOTS", "Piecewise", "synthetic_arrivals", "write_trace"]
 
@@ -77,10 +77,19 @@ class Piecewise:
 
 
 def synthetic_arrivals(
-    *, duration: float = 1800.0, knots: Sequence[tuple[float, float]] = DEFAULT_KNOTS, seed: int = 7
+    *,
+    duration: float = 1800.0,
+    knots: Sequence[tuple[float, float]] = DEFAULT_KNOTS,
+    seed: int = 7,
+    prompt: LengthDist = PROMPT,
+    output: LengthDist = OUTPUT,
+    cv: float = 1.0,
 ) -> list[Arrival]:
-    """The synthetic schedule: Poisson arrivals of the piecewise rate, lognormal 512/128-token requests."""
-    return build_schedule(Piecewise(tuple(knots)), duration, prompt=PROMPT, output=OUTPUT, seed=seed, poisson=True)
+    """The synthetic schedule: random arrivals of the piecewise rate (Poisson at ``cv`` 1, burstier above),
+    lognormal 512/128-token requests unless other lengths are given."""
+    return build_schedule(
+        Piecewise(tuple(knots)), duration, prompt=prompt, output=output, seed=seed, poisson=True, cv=cv
+    )
 
 
 def write_trace(arrivals: Sequence[Arrival], path: str | Path) -> Path:
@@ -103,6 +112,13 @@ def parse_knots(text: str) -> tuple[tuple[float, float], ...]:
     return knots
 
 
+def _length(text: str) -> LengthDist:
+    try:
+        return parse_length(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write the synthetic fleet-simulator trace (Azure CSV layout).")
     parser.add_argument("out", help="CSV file to write, e.g. tests/data/synthetic_trace.csv")
@@ -115,8 +131,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="T:RATE,...",
         help="another shape: (seconds, req/s) knots joined linearly, e.g. a step 0:1.5,600:1.5,600.01:6",
     )
+    parser.add_argument(
+        "--prompt", type=_length, default=PROMPT, metavar="DIST", help="prompt tokens, e.g. lognormal:1200,0.9,8192"
+    )
+    parser.add_argument(
+        "--output", type=_length, default=OUTPUT, metavar="DIST", help="output tokens, e.g. lognormal:250,0.8,2048"
+    )
+    parser.add_argument(
+        "--cv", type=float, default=1.0, help="burstiness: CV of the gaps between arrivals (1 Poisson, 2-4 bursty)"
+    )
     args = parser.parse_args(argv)
-    arrivals = synthetic_arrivals(duration=args.duration, knots=args.knots, seed=args.seed)
+    if not args.cv > 0:
+        parser.error(f"--cv must be > 0, got {args.cv}")
+    arrivals = synthetic_arrivals(
+        duration=args.duration, knots=args.knots, seed=args.seed, prompt=args.prompt, output=args.output, cv=args.cv
+    )
     path = write_trace(arrivals, args.out)
     print(f"wrote {len(arrivals)} requests over {args.duration:g}s to {path}")
     return 0

@@ -27,7 +27,7 @@ import itertools
 import math
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -283,10 +283,24 @@ def expected_requests(shape: RateShape, duration: float) -> float:
     return sum(s.mass for s in shape.segments(duration))
 
 
-def arrival_times(shape: RateShape, duration: float, *, poisson: bool, rng: random.Random) -> Iterator[float]:
-    """Arrival times in ``[0, duration)``, ascending: evenly spaced in expected count, or Poisson."""
+def arrival_times(
+    shape: RateShape, duration: float, *, poisson: bool, rng: random.Random, cv: float = 1.0
+) -> Iterator[float]:
+    """Arrival times in ``[0, duration)``, ascending: evenly spaced in expected count, or random.
+
+    Random gaps (in expected count) are Gamma-distributed with mean 1 and coefficient of variation ``cv``:
+    1 is Poisson; above 1 arrivals cluster in bursts with quiet gaps between, as production LLM traces do
+    (BurstGPT fits Gamma gaps with a CV well above 1), at the same mean rate.
+    """
     _check_duration(duration)
-    target = rng.expovariate(1.0) if poisson else 0.0
+    if not (math.isfinite(cv) and cv > 0):
+        raise ValueError(f"cv (burstiness) must be a finite number > 0, got {cv}")
+    if cv == 1.0:
+        gap: Callable[[], float] = lambda: rng.expovariate(1.0)  # noqa: E731 - the Poisson stream as before
+    else:
+        k = 1 / cv**2  # Gamma(shape k, scale 1/k): mean 1, CV 1/sqrt(k)
+        gap = lambda: rng.gammavariate(k, 1 / k)  # noqa: E731
+    target = gap() if poisson else 0.0
     passed = 0.0  # expected arrivals before the current segment
     for seg in shape.segments(duration):
         mass = seg.mass
@@ -295,7 +309,7 @@ def arrival_times(shape: RateShape, duration: float, *, poisson: bool, rng: rand
             if t >= duration:
                 return
             yield t
-            target += rng.expovariate(1.0) if poisson else 1.0
+            target += gap() if poisson else 1.0
         passed += mass
 
 
@@ -410,12 +424,14 @@ def build_schedule(
     seed: int = 0,
     poisson: bool | None = None,
     max_requests: int | None = None,
+    cv: float = 1.0,
 ) -> list[Arrival]:
     """The requests of ``shape`` over ``[0, duration)``, at most ``max_requests`` of them.
 
     ``poisson`` defaults to False for ``Constant(poisson=False)`` and True for every other shape. The same
     arguments always give the same schedule; arrivals, prompt and output lengths draw from separate
-    random streams, so changing the length distribution does not move the arrivals.
+    random streams, so changing the length distribution does not move the arrivals. ``cv`` > 1 makes the
+    random arrivals burstier than Poisson (see ``arrival_times``).
     """
     _check_duration(duration)
     if max_requests is not None and max_requests < 0:
@@ -426,7 +442,7 @@ def build_schedule(
     prompt_rng = random.Random(f"{seed}:prompt")
     output_rng = random.Random(f"{seed}:output")
     schedule: list[Arrival] = []
-    for t in arrival_times(shape, duration, poisson=poisson, rng=times_rng):
+    for t in arrival_times(shape, duration, poisson=poisson, rng=times_rng, cv=cv):
         if max_requests is not None and len(schedule) >= max_requests:
             break
         schedule.append(Arrival(t, prompt.sample(prompt_rng), output.sample(output_rng)))

@@ -209,6 +209,18 @@ class ScalingTargets(Model):
             ),
         ),
     ] = 80
+    replica_requests_per_second: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            le=100000,
+            description=(
+                "Requests per second one replica serves within the SLO on this service's traffic, e.g. the "
+                "throughput at the knee `loadgen knee` reports. A starting point: the operator refines it from the "
+                "service's own signals and keeps what it learnt in status.autoscaler. Unset: learnt from scratch."
+            ),
+        ),
+    ] = None
     scale_up: Annotated[
         ScaleUpBehavior,
         Field(

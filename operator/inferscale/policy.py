@@ -71,6 +71,19 @@ FILL = 0.8
 STARTING_GRACE = 2
 # Bound on each remembered window, so the status stays small whatever the spec says.
 MAX_WINDOW_ENTRIES = 64
+# Requests may wait this share of the SLO's slack (the SLO less the mean prefill) on average, vLLM's queue
+# time, and at least MIN_QUEUE_SHARE of the SLO. Waiting is what replicas fix; a TTFT breach with less
+# waiting than that is prefill, which no replica count shortens.
+QUEUE_SHARE = 0.1
+MIN_QUEUE_SHARE = 0.05
+# Size so each replica runs at most this share of the request rate it was seen to serve within the SLO.
+RATE_FILL = 0.9
+# While replicas serve near that rate with nothing waiting, the learnt rate creeps up this much per tick,
+# so a capacity learnt in a bad moment does not over-provision for good.
+CAPACITY_PROBE = 1.01
+# Holt's linear trend on the request rate: smoothing of its level and of its trend.
+HOLT_ALPHA = 0.5
+HOLT_BETA = 0.3
 DEFAULT_STALE_AFTER = timedelta(seconds=60)
 DEFAULT_TTFT_WINDOW = timedelta(seconds=60)
 # Largest replica count a formula may produce before clamping (keeps math.ceil finite).
@@ -81,6 +94,8 @@ class Reason(StrEnum):
     """Why a decision was taken; stable words usable as Event and condition reasons."""
 
     SLO_BREACHED = "SLOBreached"
+    SLO_UNATTAINABLE = "SLOUnattainable"
+    DEMAND_RISING = "DemandRising"
     QUEUE_GROWING = "QueueGrowing"
     SCALED_DOWN = "ScaledDown"
     STEADY = "Steady"
@@ -186,6 +201,27 @@ class Memory(Model):
         float | None,
         Field(ge=0, description="Requests waiting at the last tick with metrics: whether the queue grows or drains."),
     ] = None
+    capacity_rps: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            description=(
+                "Requests per second one ready replica serves while requests wait at most 5% of the SLO: lowered "
+                "when they wait more, raised when replicas serve more without waiting."
+            ),
+        ),
+    ] = None
+    demand_level: Annotated[
+        float | None, Field(ge=0, description="Holt's smoothed request rate (req/s) at demand_at.")
+    ] = None
+    demand_trend: Annotated[
+        float | None, Field(description="Holt's smoothed trend of the request rate (req/s per s).")
+    ] = None
+    demand_at: Annotated[AwareDatetime | None, Field(description="When the request rate was last smoothed.")] = None
+    rate_since: Annotated[
+        AwareDatetime | None,
+        Field(description="Since when the request rate has been seen without a gap (a younger rate() reads low)."),
+    ] = None
     slo_knee_per_replica: Annotated[
         float | None,
         Field(
@@ -209,6 +245,10 @@ class Decision(Model):
         Field(description="True when a guard (data, starting or Pending replicas, bounds, windows) kept the count."),
     ]
     limited_by: Annotated[Limit | None, Field(description="Set when a needed scale-up is capped.")] = None
+    slo_unattainable: Annotated[
+        str | None,
+        Field(description="Set when p95 TTFT breaks the SLO for prefill, not waiting: why, the numbers and the fixes."),
+    ] = None
     memory: Memory
 
 
@@ -259,14 +299,29 @@ def decide(
     slo = spec.scaling.ttft_p95_seconds
     queue_target = spec.scaling.queue_depth_per_replica * observed.ready_replicas
     queue_breach = load.waiting > queue_target * (1 + TOLERANCE)
-    tick = replace(tick, memory=_track_backlog(tick.memory, load.waiting, queue_target, now, ttft_window))
+    # Sized from the memory this tick starts with (what was learnt before it), so a tick's own
+    # readings move the count one way only: more load, never fewer replicas.
+    demand = _smooth_demand(tick.memory, load.rate, now, spec.cold_start_seconds, ttft_window)
+    capacity = tick.memory.capacity_rps or spec.scaling.replica_requests_per_second
+    learnt = _learn_capacity(tick, load, capacity, queue_target) if demand.warm else capacity
+    tick = replace(
+        tick,
+        memory=_track_backlog(tick.memory, load.waiting, queue_target, now, ttft_window).model_copy(
+            update={**demand.memory_update(now), "capacity_rps": learnt}
+        ),
+    )
     over_slo = load.ttft is not None and load.ttft > slo
+    # Only waiting is fixed by replicas. Without the queue-time signal (older engines) a breach is
+    # taken as waiting, as before it existed.
+    unattainable = _unattainable(spec, load) if over_slo else None
+    tick = replace(tick, unattainable=unattainable)
     # Replicas that just became ready take their share of the backlog at once and then drain
     # it; sizing again from that backlog would add replicas that arrive after it is gone.
     shrinking = previous_waiting is not None and load.waiting <= previous_waiting
     draining = queue_breach and not tick.ready_settled and shrinking
-    if (over_slo and tick.settled) or (queue_breach and not draining):
-        return _scale_up(tick, load, slo_breach=over_slo and tick.settled)
+    fixable_breach = over_slo and unattainable is None
+    if (fixable_breach and tick.settled) or (queue_breach and not draining):
+        return _scale_up(tick, load, slo_breach=fixable_breach and tick.settled)
     if draining:
         why = (
             f"{_num(load.waiting)} requests waiting on {observed.ready_replicas} ready replicas "
@@ -275,13 +330,19 @@ def decide(
             f"{_dur(tick.since_ready_changed)} ago are draining it"
         )
         return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
-    if over_slo and load.ttft is not None:
+    if fixable_breach and load.ttft is not None:
         why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but {tick.unsettled_because()}"
         return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
     if load.ttft is None and load.in_flight > 0:
         why = f"p95 TTFT is missing or NaN with {_num(load.in_flight)} requests in flight"
         return tick.finish(current, Reason.METRICS_MISSING, why, tick.remember(current))
-    return _scale_down(tick, load)
+    max_step = spec.scaling.scale_up.max_step_replicas
+    sized = demand.replicas(capacity, current, max_step)
+    if sized is not None and sized.replicas > current:
+        return _scale_up(tick, load, slo_breach=False, demand=sized)
+    # Removing replicas asks for the tolerance below the fill that adds them, so a rate that jitters
+    # around a boundary does not remove a replica only to add it back a tick later.
+    return _scale_down(tick, load, demand.replicas(capacity, current, max_step, fill=RATE_FILL * (1 - TOLERANCE)))
 
 
 # --- reading the observation ------------------------------------------------------
@@ -296,10 +357,19 @@ class _Load:
     ttft: float | None
     kv: float | None
     gpu: float | None
+    rate: float | None = None
+    queue_time: float | None = None
+    prefill_mean: float | None = None
+    prefill_p95: float | None = None
 
     @property
     def in_flight(self) -> float:
         return self.waiting + self.running
+
+    def wait_budget(self, slo: float) -> float:
+        """The mean queue time that still leaves the SLO to the prefill (see QUEUE_SHARE)."""
+        slack = slo - (self.prefill_mean or 0.0)
+        return max(QUEUE_SHARE * slack, MIN_QUEUE_SHARE * slo)
 
 
 def _reading(value: float | None) -> float | None:
@@ -323,7 +393,135 @@ def _read(observed: Observation, now: datetime, stale_after: timedelta) -> _Load
     gpu_at = observed.gpu_metrics_at or observed.metrics_at
     if now - gpu_at > stale_after:
         gpu = None  # a secondary signal: stale, it is ignored rather than a reason to hold
-    return _Load(waiting, running, _reading(observed.ttft_p95_seconds), _reading(observed.kv_cache_usage), gpu)
+    return _Load(
+        waiting,
+        running,
+        _reading(observed.ttft_p95_seconds),
+        _reading(observed.kv_cache_usage),
+        gpu,
+        rate=_reading(observed.request_rate),
+        queue_time=_reading(observed.queue_time_seconds),
+        prefill_mean=_reading(observed.prefill_time_seconds),
+        prefill_p95=_reading(observed.prefill_p95_seconds),
+    )
+
+
+# --- what replicas can fix, demand and capacity -------------------------------------
+
+
+def _unattainable(spec: InferenceServiceSpec, load: _Load) -> str | None:
+    """Why a p95 TTFT breach is not one that replicas fix (requests hardly wait), or None if it may be."""
+    slo = spec.scaling.ttft_p95_seconds
+    if load.queue_time is None or load.ttft is None or load.queue_time > load.wait_budget(slo):
+        return None
+    prefill = "prefill takes"
+    if load.prefill_p95 is not None:
+        prefill += f" {_secs(load.prefill_p95)} at p95"
+        if load.prefill_mean is not None:
+            prefill += f" ({_secs(load.prefill_mean)} mean)"
+    elif load.prefill_mean is not None:
+        prefill += f" {_secs(load.prefill_mean)} on average"
+    else:
+        prefill += " the rest"
+    looser = max(load.ttft, load.prefill_p95 or 0.0)
+    return (
+        f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but requests wait only {_secs(load.queue_time)} on average "
+        f"(replicas fix waiting beyond {_secs(load.wait_budget(slo))}): {prefill}, which no replica count shortens. "
+        f"Fix: a looser SLO (spec.scaling.ttftP95Seconds of at least {_secs(looser)}), shorter prompts "
+        f"(a lower spec.maxModelLen than {spec.max_model_len or 'the model default'}), more GPUs per replica "
+        f"(spec.gpusPerReplica, for tensor parallelism) or a faster GPU"
+    )
+
+
+@dataclass(frozen=True)
+class _Demand:
+    """The request rate smoothed with Holt's linear trend, and its forecast one cold start ahead."""
+
+    rate: float | None
+    level: float | None
+    trend: float
+    horizon_s: float
+    since: datetime | None = None
+    warm: bool = False
+    """Whether the rate has been seen for a whole window: before that, rate() counts a part of it."""
+
+    def memory_update(self, now: datetime) -> dict[str, object]:
+        if self.level is None:
+            return {}
+        return {"demand_level": self.level, "demand_trend": self.trend, "demand_at": now, "rate_since": self.since}
+
+    @property
+    def forecast(self) -> float | None:
+        # Only a rising trend is projected: replicas are started ahead of a ramp, never removed ahead of a fall.
+        return None if self.level is None else self.level + max(0.0, self.trend) * self.horizon_s
+
+    def replicas(
+        self, capacity: float | None, current: int, max_step: int, *, fill: float = RATE_FILL
+    ) -> _Sized | None:
+        if capacity is None or self.level is None or self.rate is None or self.forecast is None or not self.warm:
+            return None
+        per = capacity * fill
+        now = _ceil(self.rate / per)
+        ahead = _ceil(self.forecast / per)
+        # A forecast that was wrong costs at most one step beyond what today's rate needs.
+        replicas = min(max(now, ahead), max(now, current) + max_step)
+        return _Sized(replicas, self.rate, self.forecast, capacity, self.horizon_s)
+
+
+@dataclass(frozen=True)
+class _Sized:
+    replicas: int
+    rate: float
+    forecast: float
+    capacity: float
+    horizon_s: float
+
+    def describe(self) -> str:
+        ahead = (
+            f" (Holt forecast {_num2(self.forecast)} req/s in {self.horizon_s:.0f}s)"
+            if self.forecast > self.rate
+            else ""
+        )
+        return f"{_num2(self.rate)} req/s{ahead} at {_num2(self.capacity)} req/s per replica (run at {RATE_FILL:.0%})"
+
+
+def _smooth_demand(memory: Memory, rate: float | None, now: datetime, horizon_s: float, window: timedelta) -> _Demand:
+    if rate is None:
+        return _Demand(None, None, 0.0, horizon_s)
+    level, trend, at = memory.demand_level, memory.demand_trend or 0.0, memory.demand_at
+    if level is None or at is None or not timedelta(0) < now - at <= 4 * window:
+        return _Demand(rate, rate, 0.0, horizon_s, since=now)  # nothing recent to smooth with: start afresh
+    since = memory.rate_since or now
+    warm = now - since >= window
+    dt = (now - at).total_seconds()
+    projected = level + trend * dt
+    new_level = max(0.0, HOLT_ALPHA * rate + (1 - HOLT_ALPHA) * projected)
+    # While the window fills, the rate rises for want of samples: that is no trend.
+    new_trend = HOLT_BETA * (new_level - level) / dt + (1 - HOLT_BETA) * trend if warm else 0.0
+    return _Demand(rate, new_level, new_trend, horizon_s, since=since, warm=warm)
+
+
+def _learn_capacity(tick: _Tick, load: _Load, capacity: float | None, queue_target: float) -> float | None:
+    """The request rate per replica served within the SLO, updated from this tick's queue time.
+
+    Learnt only while the windowed signals reflect the current replicas (``tick.settled``): waiting
+    beyond the SLO's share at a rate per replica at or below the learnt one lowers it (to that rate,
+    less in proportion to how much longer they waited); serving near it with nothing waiting raises it.
+    """
+    ready = tick.observed.ready_replicas
+    if load.rate is None or load.queue_time is None or ready == 0 or load.rate <= 0 or not tick.settled:
+        return capacity
+    per_replica, budget = load.rate / ready, load.wait_budget(tick.spec.scaling.ttft_p95_seconds)
+    if load.queue_time > budget:
+        if capacity is None or per_replica <= capacity:
+            return per_replica * min(0.9, max(0.5, math.sqrt(budget / load.queue_time)))
+        return capacity
+    if capacity is not None and load.queue_time <= budget / 2 and load.waiting <= queue_target:
+        if per_replica > capacity:
+            return per_replica
+        if per_replica >= 0.9 * RATE_FILL * capacity:
+            return capacity * CAPACITY_PROBE
+    return capacity
 
 
 def _hold_without_data(tick: _Tick, reason: Reason, why: str) -> Decision:
@@ -342,18 +540,25 @@ def _hold_without_data(tick: _Tick, reason: Reason, why: str) -> Decision:
 # --- the two directions -----------------------------------------------------------
 
 
-def _scale_up(tick: _Tick, load: _Load, *, slo_breach: bool) -> Decision:
+def _scale_up(tick: _Tick, load: _Load, *, slo_breach: bool, demand: _Sized | None = None) -> Decision:
     spec, observed, memory = tick.spec, tick.observed, tick.memory
     scaling, bounds = spec.scaling, spec.replicas
     ready, current = observed.ready_replicas, observed.current_replicas
     slo = scaling.ttft_p95_seconds
 
     needed = max(ready + 1, _ceil(load.in_flight / (spec.max_concurrency + scaling.queue_depth_per_replica)))
-    if slo_breach and load.ttft is not None:
+    if demand is not None:
+        # Sized from the request rate: starting replicas count, so this never stacks on a scale-up.
+        needed = demand.replicas
+        why = demand.describe() + f" need {_replicas(needed)}"
+        reason = Reason.DEMAND_RISING
+    elif slo_breach and load.ttft is not None:
         needed = max(needed, _ceil(ready * load.ttft / slo))
         if ready > 0 and load.in_flight > 0:
             memory = memory.model_copy(update={"slo_knee_per_replica": _lower_knee(spec, memory, load, ready)})
         why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)} with {_num(load.waiting)} waiting"
+        if load.queue_time is not None:
+            why += f" (mean wait {_secs(load.queue_time)})"
         reason = Reason.SLO_BREACHED
     else:
         why = (
@@ -373,13 +578,13 @@ def _scale_up(tick: _Tick, load: _Load, *, slo_breach: bool) -> Decision:
     if wanted <= current:
         why += f"; {current - ready} of {current} replicas are not ready yet and make up the {wanted} needed"
         return tick.finish(current, Reason.WAITING_FOR_STARTING_REPLICAS, why, memory)
-    if observed.starting_replicas > 0 and tick.recently_scaled_up:
+    if observed.starting_replicas > 0 and tick.recently_scaled_up and demand is None:
         why += (
             f", but {_replicas(observed.starting_replicas)} added {_dur(tick.since_last_scale)} ago still starting "
             f"(cold start {spec.cold_start_seconds}s)"
         )
         return tick.finish(current, Reason.WAITING_FOR_STARTING_REPLICAS, why, memory)
-    if observed.starting_replicas > 0 and memory.last_scale_direction is Direction.UP:
+    if observed.starting_replicas > 0 and memory.last_scale_direction is Direction.UP and demand is None:
         why += (
             f" (not waiting for {_replicas(observed.starting_replicas)} still starting {_dur(tick.since_last_scale)} "
             f"after the last scale-up, over {STARTING_GRACE}x the {spec.cold_start_seconds}s cold start)"
@@ -398,7 +603,7 @@ def _scale_up(tick: _Tick, load: _Load, *, slo_breach: bool) -> Decision:
     return tick.finish(target, reason, why, memory, limited_by=limit)
 
 
-def _scale_down(tick: _Tick, load: _Load) -> Decision:
+def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decision:
     spec, observed, memory = tick.spec, tick.observed, tick.memory
     scaling, bounds = spec.scaling, spec.replicas
     ready, current = observed.ready_replicas, observed.current_replicas
@@ -411,6 +616,8 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
         fits.append((_ceil(load.waiting / (queue_target * HEADROOM)), f"{_num(load.waiting)} requests waiting"))
     if load.kv is not None and ready > 0:
         fits.append((_ceil(load.kv * ready / FILL), f"KV cache {load.kv:.0%} full on {ready} replicas"))
+    if sized is not None:
+        fits.append((sized.replicas, sized.describe()))
     knee = memory.slo_knee_per_replica
     if knee is not None:
         fits.append(
@@ -428,6 +635,9 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
         fits_text += f" (spec.replicas.min is {bounds.min})"
 
     ttft_ok = load.ttft is None or load.ttft <= HEADROOM * slo  # None only while idle
+    # A breach that replicas cannot fix vetoes nothing: the size follows the load, whatever TTFT does.
+    # Requests waiting beyond the SLO's share do.
+    waits = load.queue_time is not None and load.queue_time > HEADROOM * load.wait_budget(slo)
     # Healthy at a higher load than where the SLO once broke: that knee is out of date.
     if knee is not None and tick.settled and load.ttft is not None and ttft_ok and ready > 0:
         per_replica = load.in_flight / ready
@@ -439,6 +649,8 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
         memory = tick.remember(recommended, memory)
         if current == bounds.min and fit < bounds.min:
             return tick.finish(current, Reason.AT_MIN_REPLICAS, fits_text, memory)
+        if tick.unattainable is not None:
+            return tick.finish(current, Reason.SLO_UNATTAINABLE, f"{tick.unattainable}; {fits_text}", memory)
         return tick.finish(current, Reason.STEADY, f"{_health(load, slo)}; {fits_text}", memory)
     if current - recommended <= TOLERANCE * current:
         memory = tick.remember(recommended, memory)
@@ -446,8 +658,10 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
         return tick.finish(current, Reason.STEADY, why, memory)
 
     short = []
-    if not ttft_ok and load.ttft is not None:
+    if not ttft_ok and load.ttft is not None and tick.unattainable is None:
         short.append(f"p95 TTFT {_secs(load.ttft)} is above {HEADROOM:.0%} of SLO {_secs(slo)}")
+    if waits and load.queue_time is not None:
+        short.append(f"requests wait {_secs(load.queue_time)} on average")
     # GPU utilisation does not veto a scale-down: DCGM's utilisation is the share of time a
     # kernel runs, which a continuous-batching engine keeps near 100% at any load, so it
     # would block every scale-down (the fleet simulator showed exactly that). It is reported.
@@ -458,7 +672,9 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
         return tick.finish(current, Reason.INSUFFICIENT_HEADROOM, why, memory)
 
     memory = tick.remember(recommended, memory)
-    if not tick.settled:
+    # p95 TTFT lags a change of replicas by its window; the request rate does not. A scale-down sized
+    # from the rate need not wait for the window (the stabilisation window still bounds it).
+    if not tick.settled and not (sized is not None and measure == sized.describe() and tick.backlog_settled):
         why = f"{fits_text}, but {tick.unsettled_because()}"
         return tick.finish(current, Reason.STABILIZING, why, memory)
     stable = _highest(memory.scale_down_window, recommended)
@@ -469,6 +685,8 @@ def _scale_down(tick: _Tick, load: _Load) -> Decision:
 
     target = max(stable, current - scaling.scale_down.max_step_replicas)
     why = f"{_health(load, slo)}; {fits_text}"
+    if tick.unattainable is not None:
+        why = f"the load fell ({fits_text}); the SLO stays out of replicas' reach: {tick.unattainable}"
     if target > stable:
         why += f" (at most {scaling.scale_down.max_step_replicas} removed per step)"
     elif target > recommended:
@@ -508,6 +726,8 @@ class _Tick:
     # Decided from the memory this tick starts with: a backlog first seen now does not mute this
     # tick's SLO check (that would make more waiting requests yield fewer replicas).
     backlog_settled: bool = True
+    unattainable: str | None = None
+    """Set when this tick's p95 TTFT breach is prefill, not waiting (see ``_unattainable``)."""
 
     @property
     def since_ready_changed(self) -> timedelta:
@@ -577,6 +797,7 @@ class _Tick:
             message=message,
             held=replicas == current and reason is not Reason.STEADY,
             limited_by=limited_by,
+            slo_unattainable=self.unattainable,
             memory=memory,
         )
 
@@ -654,6 +875,10 @@ def _num(value: float) -> str:
 
 def _replicas(count: int) -> str:
     return f"{count} replica" if count == 1 else f"{count} replicas"
+
+
+def _num2(value: float) -> str:
+    return f"{value:.2g}" if value < 1 else f"{value:.1f}"
 
 
 def _secs(value: float) -> str:

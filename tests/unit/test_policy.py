@@ -452,7 +452,9 @@ def test_memory_ignores_fields_from_other_operator_versions() -> None:
 
 
 def test_the_batch_ceiling_is_never_an_output() -> None:
-    assert set(Decision.model_fields) == {"replicas", "reason", "message", "held", "limited_by", "memory"}
+    assert set(Decision.model_fields) == {
+        "replicas", "reason", "message", "held", "limited_by", "slo_unattainable", "memory",
+    }  # fmt: skip
 
 
 def test_now_must_be_timezone_aware() -> None:

@@ -1,0 +1,211 @@
+"""How does the operator's policy do against the oracle and today's autoscalers, trace by trace?
+
+Every cell is one ``loadgen.fleet_compare.compare`` (what ``loadgen simulate`` runs) of one trace on one
+engine profile at one p95 TTFT SLO. The traces: the shared Mooncake conversation trace (long prompts;
+skipped with a note when ``shared/traces`` is not beside the repository) and two synthetic hours made with
+``loadgen.synthetic_trace`` that have the shape the policy is judged on elsewhere: short prompts (about
+1-1.5k tokens median) and bursty arrivals (Gamma gaps, CV 2.5-3). The cells: each trace on a10g at 1 s and
+3 s, and on h100 at 1 s.
+
+One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_met=A dominated=D runaway=R``:
+
+* ``within_1.15x_oracle``: the policy's GPU-seconds at most 1.15x what the oracle's schedule (planned
+  with the future) costs at the attainment the policy reached (``gpu_vs_oracle``);
+* ``attainment_met``: feasible SLO attainment (``slo_attainment_feasible``: the requests an idle engine
+  serves within the SLO) at least the oracle's less 1 point, and at least 95% wherever the oracle got there;
+* ``dominated``: cells where a baseline (not the oracle) is no dearer and attains at least as much, and is
+  better in one of the two;
+* ``runaway``: cells where the SLO is unattainable (more than 5% of the requests miss it even on an idle
+  engine) and the policy spent more GPU-seconds than static-peak.
+
+    .venv/bin/python bench/policy_matrix.py [--cells a10g-1s,h100-1s] [--traces burst-day] [--policies ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadgen.fleet_compare import Comparison, Settings, compare, default_spec, engine_for
+from loadgen.fleet_policies import POLICY_NAMES, unloaded_ttft
+from loadgen.profiles import get_profile
+from loadgen.synthetic_trace import synthetic_arrivals
+from loadgen.trace import read_trace
+from loadgen.traffic import Arrival, Lognormal
+
+SHARED_TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "mooncake_conversation_2025.csv.gz"
+GPU_TARGET = 1.15
+ATTAINMENT_SLACK = 0.01
+UNATTAINABLE_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    profile: str
+    slo_s: float
+
+
+CELLS = (
+    Cell("a10g-1s", "a10g-llama3-8b-awq", 1.0),
+    Cell("a10g-3s", "a10g-llama3-8b-awq", 3.0),
+    Cell("h100-1s", "h100-llama3-8b-bf16", 1.0),
+)
+
+
+def burst_day() -> list[Arrival]:
+    """An hour like a compressed working day, in bursts: 2 -> 7 req/s and back, chat-length requests."""
+    knots = ((0.0, 2.0), (600.0, 3.0), (1500.0, 7.0), (2100.0, 7.0), (2700.0, 3.0), (3600.0, 2.0))
+    return synthetic_arrivals(
+        duration=3600.0,
+        knots=knots,
+        seed=11,
+        prompt=Lognormal(median=1100, sigma=0.9, max=8192),
+        output=Lognormal(median=220, sigma=0.8, max=2048),
+        cv=2.5,
+    )
+
+
+def spikes() -> list[Arrival]:
+    """An hour at 3 req/s with three spikes (to 9, 12 and 7 req/s for 2, 1 and 3 minutes), very bursty."""
+    knots = (
+        (0.0, 3.0), (900.0, 3.0), (900.01, 9.0), (1020.0, 9.0), (1020.01, 3.0), (2000.0, 3.0), (2000.01, 12.0),
+        (2060.0, 12.0), (2060.01, 3.0), (2800.0, 3.0), (2800.01, 7.0), (2980.0, 7.0), (2980.01, 3.0),
+    )  # fmt: skip
+    return synthetic_arrivals(
+        duration=3600.0,
+        knots=knots,
+        seed=12,
+        prompt=Lognormal(median=1400, sigma=1.0, max=16384),
+        output=Lognormal(median=150, sigma=1.0, max=1024),
+        cv=3.0,
+    )
+
+
+def traces(names: Sequence[str]) -> dict[str, list[Arrival]]:
+    out: dict[str, list[Arrival]] = {}
+    for name in names:
+        if name == "mooncake-conversation":
+            if not SHARED_TRACE.exists():
+                print(f"# {name}: {SHARED_TRACE} is not beside the repository; skipped", flush=True)
+                continue
+            out[name] = list(read_trace(SHARED_TRACE).arrivals)
+        elif name == "burst-day":
+            out[name] = burst_day()
+        elif name == "spikes":
+            out[name] = spikes()
+        else:
+            raise SystemExit(f"unknown trace {name!r}; known: mooncake-conversation, burst-day, spikes")
+    return out
+
+
+def judge(comparison: Comparison, arrivals: Sequence[Arrival]) -> dict[str, Any]:
+    """The cell's verdicts for the ``inferscale`` policy (see the module docstring)."""
+    summaries = comparison.summaries()
+    ours, oracle = summaries["inferscale"], summaries.get("oracle")
+    settings = comparison.settings
+    attained = ours["slo_attainment_feasible"] or 0.0
+    oracle_attained = (oracle or {}).get("slo_attainment_feasible") or 0.0
+    ratio = ours.get("gpu_vs_oracle")
+    accepted = [a for i, a in enumerate(arrivals) if i not in comparison.results["inferscale"].rejected_ids]
+    infeasible = sum(1 for a in accepted if unloaded_ttft(settings.profile, a.prompt_tokens) > settings.slo_ttft_s)
+    unattainable = infeasible > UNATTAINABLE_SHARE * max(1, len(accepted))
+    floor = oracle_attained - ATTAINMENT_SLACK
+    if oracle_attained >= 0.95:
+        floor = max(floor, 0.95)
+    better = [
+        name
+        for name, s in summaries.items()
+        if name not in ("inferscale", "oracle")
+        and s["gpu_seconds"] <= ours["gpu_seconds"]
+        and (s["slo_attainment_feasible"] or 0.0) >= attained
+        and (s["gpu_seconds"] < 0.99 * ours["gpu_seconds"] or (s["slo_attainment_feasible"] or 0.0) > attained + 1e-3)
+    ]
+    static = summaries.get("static-peak")
+    runaway = unattainable and static is not None and ours["gpu_seconds"] > static["gpu_seconds"]
+    unattainable_said = any(
+        e.reason == "SLOUnattainable" for e in comparison.results["inferscale"].scale_events
+    ) or any(row.reason == "SLOUnattainable" for row in comparison.results["inferscale"].timeseries)
+    return {
+        "ratio": ratio,
+        "within": ratio is not None and ratio <= GPU_TARGET,
+        "attainment_met": attained >= floor,
+        "attainment": attained,
+        "oracle_attainment": oracle_attained,
+        "dominated_by": better,
+        "unattainable": unattainable,
+        "unattainable_said": unattainable_said,
+        "runaway": runaway,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", default="mooncake-conversation,burst-day,spikes")
+    parser.add_argument("--cells", default=",".join(c.name for c in CELLS))
+    parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="inferscale and oracle are always run")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--json", metavar="OUT", help="also write every cell's summaries here")
+    args = parser.parse_args()
+    cells = [c for c in CELLS if c.name in args.cells.split(",")]
+    policies = tuple(dict.fromkeys(["inferscale", "oracle", *args.policies.split(",")]))
+    started = time.perf_counter()
+    report: dict[str, Any] = {}
+    counts = {"cells": 0, "within": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
+    for trace_name, arrivals in traces(args.traces.split(",")).items():
+        for cell in cells:
+            t0 = time.perf_counter()
+            profile = get_profile(cell.profile)
+            spec = default_spec(profile, cell.slo_s)
+            settings = Settings(
+                profile=engine_for(profile, spec),
+                spec=spec,
+                slo_ttft_s=cell.slo_s,
+                policies=tuple(p for p in POLICY_NAMES if p in policies),
+            )
+            comparison = compare(arrivals, settings, workers=args.workers)
+            verdict = judge(comparison, arrivals)
+            summaries = comparison.summaries()
+            ours, oracle = summaries["inferscale"], summaries["oracle"]
+            counts["cells"] += 1
+            counts["within"] += verdict["within"]
+            counts["attainment_met"] += verdict["attainment_met"]
+            counts["dominated"] += bool(verdict["dominated_by"])
+            counts["runaway"] += verdict["runaway"]
+            others = " ".join(
+                f"{name}={s['gpu_seconds']:.0f}/{(s['slo_attainment_feasible'] or 0) * 100:.1f}%"
+                for name, s in summaries.items()
+                if name not in ("inferscale", "oracle")
+            )
+            ratio = "-" if verdict["ratio"] is None else f"{verdict['ratio']:.2f}"
+            print(
+                f"{trace_name} {cell.name}: inferscale gpu_s={ours['gpu_seconds']:.0f} "
+                f"feasible={verdict['attainment'] * 100:.1f}% vs_oracle={ratio} "
+                f"max_rep={ours['max_replicas']} | oracle gpu_s={oracle['gpu_seconds']:.0f} "
+                f"feasible={verdict['oracle_attainment'] * 100:.1f}% | {others} | "
+                f"within={verdict['within']} attainment_met={verdict['attainment_met']} "
+                f"dominated_by={','.join(verdict['dominated_by']) or '-'} "
+                f"unattainable={verdict['unattainable']} said={verdict['unattainable_said']} "
+                f"runaway={verdict['runaway']} ({time.perf_counter() - t0:.0f}s)",
+                flush=True,
+            )
+            report[f"{trace_name}/{cell.name}"] = {"verdict": verdict, "summaries": summaries}
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    print(f"wall_seconds={time.perf_counter() - started:.0f}")
+    print(
+        f"cells={counts['cells']} within_{GPU_TARGET}x_oracle={counts['within']} "
+        f"attainment_met={counts['attainment_met']} dominated={counts['dominated']} runaway={counts['runaway']}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
