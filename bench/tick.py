@@ -98,7 +98,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # for tests/: one definition of the bucket layouts and of the Prometheus launcher
 
 from tests import support  # noqa: E402
-from tests.integration.exporters import TGI_DURATION_BUCKETS, VLLM_TTFT_BUCKETS  # noqa: E402
+from tests.integration.exporters import (  # noqa: E402
+    TGI_DURATION_BUCKETS,
+    VLLM_REQUEST_LATENCY_BUCKETS,
+    VLLM_TTFT_BUCKETS,
+)
 from tests.prometheus import PROMETHEUS, Prometheus, PrometheusFailed, die_with_parent, stop_process  # noqa: E402
 
 SEED = 20261202
@@ -142,8 +146,8 @@ class Service:
     prompt_tokens: float
     generated_tokens: float
     ttft_seconds: float  # vLLM
-    queue_seconds: float  # TGI
-    prefill_seconds: float  # TGI
+    queue_seconds: float  # both engines
+    prefill_seconds: float  # vLLM per request, TGI per prefill batch (one per request here)
     decode_seconds: float  # TGI
     age_seconds: float  # how long the engines have run: counters start at rate x age
 
@@ -246,6 +250,8 @@ def shard_families(services: Sequence[Service], shard: int, shards: int) -> tupl
             ("vllm:generation_tokens", "counter", "Number of generation tokens processed."),
             ("vllm:request_success", "counter", "Count of successfully processed requests."),
             ("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds."),
+            ("vllm:request_queue_time_seconds", "histogram", "Histogram of time spent in WAITING phase for request."),
+            ("vllm:request_prefill_time_seconds", "histogram", "Histogram of time spent in PREFILL phase for request."),
         ],
     )
     tgi = _families(
@@ -311,6 +317,11 @@ def shard_families(services: Sequence[Service], shard: int, shards: int) -> tupl
                 vllm["vllm:time_to_first_token_seconds"].histogram(
                     "vllm:time_to_first_token_seconds", base, VLLM_TTFT_BUCKETS, svc.ttft_seconds, rps, age
                 )
+                for name, seconds in (
+                    ("vllm:request_queue_time_seconds", svc.queue_seconds),
+                    ("vllm:request_prefill_time_seconds", svc.prefill_seconds),
+                ):
+                    vllm[name].histogram(name, base, VLLM_REQUEST_LATENCY_BUCKETS, seconds, rps, age)
             else:
                 tgi["tgi_queue_size"].add("tgi_queue_size", where, svc.waiting)
                 tgi["tgi_batch_current_size"].add("tgi_batch_current_size", where, svc.running)

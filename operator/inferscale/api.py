@@ -392,6 +392,17 @@ class Signals(Model):
         float | None, Field(description="DCGM GPU utilisation, 0..100, mean over the service's GPUs.")
     ] = None
     request_rate: Annotated[float | None, Field(description="Requests finished per second.")] = None
+    queue_time_seconds: Annotated[
+        float | None,
+        Field(description="Mean time a request waited in the engine's queue before its prefill, in seconds."),
+    ] = None
+    prefill_time_seconds: Annotated[
+        float | None,
+        Field(description="Mean prefill time (scheduling to first token), in seconds; per prefill batch on TGI."),
+    ] = None
+    prefill_p95_seconds: Annotated[
+        float | None, Field(description="p95 prefill time over the operator's TTFT window, in seconds.")
+    ] = None
     observed_at: Annotated[datetime | None, Field(description="When the tick's queries were evaluated.")] = None
 
 

@@ -87,6 +87,10 @@ def observation(view: ServiceView, signals: ServiceSignals | None) -> Observatio
         ttft_p95_seconds=signals.ttft_p95_seconds,
         kv_cache_usage=signals.kv_cache_usage,
         gpu_utilization_percent=signals.gpu_utilization_percent,
+        request_rate=signals.request_rate,
+        queue_time_seconds=signals.queue_time_seconds,
+        prefill_time_seconds=signals.prefill_time_seconds,
+        prefill_p95_seconds=signals.prefill_p95_seconds,
         metrics_at=signals.scraped_at(Source.ENGINE),
         gpu_metrics_at=signals.scraped_at(Source.DCGM),
     )
@@ -144,6 +148,9 @@ def _signals_status(signals: ServiceSignals | None) -> dict[str, Any] | None:
         "kvCacheUsage": signals.kv_cache_usage,
         "gpuUtilizationPercent": signals.gpu_utilization_percent,
         "requestRate": signals.request_rate,
+        "queueTimeSeconds": signals.queue_time_seconds,
+        "prefillTimeSeconds": signals.prefill_time_seconds,
+        "prefillP95Seconds": signals.prefill_p95_seconds,
     }
     # Three significant digits: enough to read, and a status write only when it matters.
     out: dict[str, Any] = {k: (float(f"{v:.3g}") if isinstance(v, float) else v) for k, v in values.items()}

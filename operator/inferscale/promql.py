@@ -1,16 +1,24 @@
 """Pure PromQL for the scaling tick: the fixed query set, and its answers turned into signals.
 
-One tick sends the same ten queries whatever the number of InferenceServices: one per
-signal (TTFT has two, measured for vLLM and derived for TGI) and one for freshness, each
-aggregated `by (namespace, service)`, so one answer covers every service. vLLM, TGI and
-DCGM feed the same signal names. Nothing here talks to a server; `metrics` sends the
-queries and hands the answers back to `parse_signals`.
+One tick sends the same fourteen queries whatever the number of InferenceServices: one per
+signal, with two for p95 TTFT (measured for vLLM, derived for TGI) and two for p95 prefill
+time (one per engine: their histograms have different buckets, which one histogram_quantile
+cannot mix), and one for freshness, each aggregated `by (namespace, service)`, so one answer
+covers every service. vLLM, TGI and DCGM feed the same signal names. Nothing here talks to a
+server; `metrics` sends the queries and hands the answers back to `parse_signals`.
 
 Freshness: every sample of one scrape carries the scrape's time, so one timestamp per
 source (the engine's waiting gauge, DCGM's utilisation) dates all the signals from it;
 per service it is the oldest replica's. A signal older than `max_sample_age_seconds`, or
 whose source has no timestamp (its target died: gauges vanish at once, but rate() and
-histogram_quantile() keep answering from the window), is stale and not used.
+histogram_quantile() keep answering from the window), is stale and not used. A mean or a
+quantile over a window in which nothing finished is 0/0 (NaN): missing, not an error.
+
+Queue wait versus prefill: only the time a request waits for a free batch slot is cut by
+adding replicas; prefill time (prompt length, model, GPU) is not. Both are means over the
+window, `sum(rate(X_sum)) / sum(rate(X_count))` per service, which a histogram gives exactly
+whatever its buckets; prefill also has its p95 (QueryOptions.ttft_quantile, like TTFT). A
+service running both engines (while it moves between them) gets one mean over both.
 
 Metric names, read in the engines' sources (bump these notes with DEFAULT_IMAGES in api):
 
@@ -27,6 +35,22 @@ and main (0.12 development). Every series carries `model_name` and `engine` labe
   vllm:request_success_total         counter, one series per `finished_reason`
   vllm:prompt_tokens_total           counter
   vllm:generation_tokens_total       counter
+  vllm:request_queue_time_seconds    histogram, buckets 0.3 .. 7680 s (see below)
+  vllm:request_prefill_time_seconds  histogram, the same buckets
+The last two came to V1 with vllm-project/vllm PR #12644 ("[V1][Metrics] Add several request
+timing histograms", February 2025; V0 had the same names), so from 0.8 on, and are unchanged in
+name, type and buckets in the 0.8-, 0.10- and main-era loggers.py read: the 21 buckets of
+`request_latency_buckets` [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120,
+240, 480, 960, 1920, 7680], shared with e2e, inference and decode time (on main the list is
+REQUEST_LATENCY_BUCKETS in `vllm/v1/metrics/buckets.py`). Both are observed once per request
+when it finishes, from the engine core's timestamps (`vllm/v1/metrics/stats.py`,
+update_from_finished_request): queue time = first SCHEDULED - QUEUED, the wait in the engine
+core's scheduler queue (time spent before the engine core, e.g. tokenising in the API server,
+is in TTFT only); prefill time = first token - first SCHEDULED, including chunked-prefill steps
+shared with other requests and any preemption during prefill. Being recorded at the finish,
+both describe requests that finished in the window and lag a backlog still waiting (as TGI's
+queue histogram does; queue_depth shows that backlog). As the first bucket is 0.3 s,
+quantiles below it are interpolated in (0, 0.3] and say little; the means are exact.
 
 TGI, `router/src/server.rs` and `backends/v3/src/{queue,backend}.rs`, read at 2.x and 3.x
 (our default image is 3.3.4). TGI exports through the Rust metrics-exporter-prometheus:
@@ -34,7 +58,9 @@ counters have no `_total` suffix, and every `*_duration` histogram has 35 geomet
 0.0001 s x 1.5^k (k = 1..35). Request histograms are recorded when a request finishes.
   tgi_queue_size                     gauge, requests waiting
   tgi_batch_current_size             gauge, requests in the running batch
-  tgi_request_queue_duration         histogram, seconds from arrival to joining a batch
+  tgi_request_queue_duration         histogram, seconds from entering the queue (after
+                                     validation) to joining a batch, i.e. before its prefill
+                                     (server.rs: `start - queued`); successful requests only
   tgi_batch_inference_duration       histogram per batch, label method="prefill"|"decode"
   tgi_request_success                counter
   tgi_request_input_length           histogram of prompt tokens per request
@@ -45,6 +71,20 @@ dashboard (assets/tgi_grafana.json, "Time to first token") shows. It is an appro
 it leaves out validation and tokenisation, the queue histogram lags (requests record it
 when they finish), and a sum of two p95s is not the p95 of the sum (it is usually a little
 higher, so it errs towards scaling up). Signals built from it say `ttft_derived=True`.
+
+TGI has no per-request prefill time either. Its prefill signals come from
+`tgi_batch_inference_duration{method="prefill"}`: one observation per prefill call
+(backends/v3/src/backend.rs, prefill()), the router's wall time from sending a batch of newly
+admitted requests to the shards until their first tokens are sent on and finished requests
+filtered out, recorded when the call ends. That is what each request of the batch waited
+from joining it to its first token, so it is the right quantity, but counted per batch, not
+per request: the mean and p95 weight a prefill of one request the same as one of thirty;
+with 3.x's chunked prefill, a long prompt split over several calls counts as several shorter
+prefills (understating its own), and a call may also carry the running batch's decode step
+(overstating a little). `tgi_batch_forward_duration{method="prefill"}` (the shards' forward
+pass alone, `timings.forward`) leaves out sampling and the gRPC round trip, which a request
+waits for as well, so it is not used. A service's TGI prefill signals say
+`ttft_derived=True` too, when it has a TTFT: read them as per batch.
 
 DCGM exporter, `internal/pkg/transformation/const.go` (3.x, 4.x): DCGM_FI_DEV_GPU_UTIL is a
 gauge in percent (0..100) per GPU with `gpu`, `UUID`, `device`, `modelName`, `Hostname`, and
@@ -77,6 +117,8 @@ VLLM_TTFT = "vllm:time_to_first_token_seconds"
 VLLM_REQUEST_SUCCESS = "vllm:request_success_total"
 VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
 VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
+VLLM_QUEUE_TIME = "vllm:request_queue_time_seconds"
+VLLM_PREFILL_TIME = "vllm:request_prefill_time_seconds"
 
 TGI_QUEUE_SIZE = "tgi_queue_size"
 TGI_BATCH_SIZE = "tgi_batch_current_size"
@@ -107,6 +149,9 @@ class Signal(StrEnum):
     REQUEST_RATE = "request_rate"
     PROMPT_TOKENS_RATE = "prompt_tokens_rate"
     GENERATION_TOKENS_RATE = "generation_tokens_rate"
+    QUEUE_TIME_SECONDS = "queue_time_seconds"
+    PREFILL_TIME_SECONDS = "prefill_time_seconds"
+    PREFILL_P95_SECONDS = "prefill_p95_seconds"
     GPU_UTILIZATION_PERCENT = "gpu_utilization_percent"
 
 
@@ -129,7 +174,9 @@ class QueryOptions(BaseModel):
     window_seconds: Annotated[
         int, Field(ge=2, le=3600, description="Range of rate() and of the TTFT histogram; a few scrape intervals.")
     ] = 120
-    ttft_quantile: Annotated[float, Field(gt=0, lt=1, description="Quantile of TTFT reported.")] = 0.95
+    ttft_quantile: Annotated[
+        float, Field(gt=0, lt=1, description="Quantile of TTFT reported, and of prefill time (to compare them).")
+    ] = 0.95
     max_sample_age_seconds: Annotated[
         float, Field(gt=0, le=3600, description="A signal whose oldest sample is older than this is stale.")
     ] = 60.0
@@ -161,7 +208,15 @@ class SignalQuery:
 
 # Query names besides the signals' own.
 TTFT_DERIVED = "ttft_p95_seconds_derived"
+PREFILL_P95_TGI = "prefill_p95_seconds_tgi"
 FRESHNESS = "freshness"
+
+# Signals with a second query (TGI's): the answer is the worse of the two, since both exist
+# only while a service moves between engines.
+_SECOND_QUERIES: dict[str, Signal] = {
+    TTFT_DERIVED: Signal.TTFT_P95_SECONDS,
+    PREFILL_P95_TGI: Signal.PREFILL_P95_SECONDS,
+}
 
 
 class _PromQL:
@@ -186,6 +241,12 @@ class _PromQL:
 
     def sum_by(self, expr: str) -> str:
         return f"sum by ({self.by}) ({expr})"
+
+    def mean(self, vllm: str, tgi: str, tgi_matcher: str = "") -> str:
+        """Mean of an observation over the window, from either engine's histogram (0/0 = NaN when none)."""
+        total = self.sum_by(f"{self.rate(f'{vllm}_sum')} or {self.rate(f'{tgi}_sum{tgi_matcher}')}")
+        count = self.sum_by(f"{self.rate(f'{vllm}_count')} or {self.rate(f'{tgi}_count{tgi_matcher}')}")
+        return f"{total} / {count}"
 
     def engine_pods(self) -> str:
         """One series (value 1) per engine pod, carrying its namespace, pod and service."""
@@ -225,6 +286,10 @@ class _PromQL:
             Signal.GENERATION_TOKENS_RATE: self.sum_by(
                 f"{self.rate(VLLM_GENERATION_TOKENS)} or {self.rate(f'{TGI_GENERATED_TOKENS}_sum')}"
             ),
+            # Means from _sum/_count: exact whatever the buckets (vLLM's start at 0.3 s).
+            Signal.QUEUE_TIME_SECONDS: self.mean(VLLM_QUEUE_TIME, TGI_QUEUE_DURATION),
+            Signal.PREFILL_TIME_SECONDS: self.mean(VLLM_PREFILL_TIME, TGI_BATCH_INFERENCE_DURATION, PREFILL),
+            Signal.PREFILL_P95_SECONDS: self.quantile(VLLM_PREFILL_TIME),
             Signal.GPU_UTILIZATION_PERCENT: (
                 f"avg by ({o.namespace_label}, {o.service_label}) ({self.to_service(self.dcgm_selector())})"
             ),
@@ -233,6 +298,11 @@ class _PromQL:
         # TGI's TTFT is its own query, so Prometheus can evaluate it alongside vLLM's.
         derived = f"{self.quantile(TGI_QUEUE_DURATION)} + {self.quantile(TGI_BATCH_INFERENCE_DURATION, PREFILL)}"
         queries.insert(4, SignalQuery(TTFT_DERIVED, Signal.TTFT_P95_SECONDS, derived))
+        # So is TGI's prefill p95: one histogram_quantile over both engines' buckets would
+        # mix two bucket layouts into nonsense for a service running both.
+        tgi_prefill = self.quantile(TGI_BATCH_INFERENCE_DURATION, PREFILL)
+        after = next(i for i, q in enumerate(queries) if q.signal is Signal.PREFILL_P95_SECONDS) + 1
+        queries.insert(after, SignalQuery(PREFILL_P95_TGI, Signal.PREFILL_P95_SECONDS, tgi_prefill))
         queries.append(SignalQuery(FRESHNESS, None, self.freshness()))
         return queries
 
@@ -293,6 +363,17 @@ class ServiceSignals(BaseModel):
     request_rate: Annotated[float | None, Field(description="Requests finished per second.")] = None
     prompt_tokens_rate: Annotated[float | None, Field(description="Prompt tokens per second.")] = None
     generation_tokens_rate: Annotated[float | None, Field(description="Generated tokens per second.")] = None
+    queue_time_seconds: Annotated[
+        float | None,
+        Field(description="Mean wait in the engine's queue before prefill, of the requests finished in the window."),
+    ] = None
+    prefill_time_seconds: Annotated[
+        float | None,
+        Field(description="Mean prefill time over the window: per request for vLLM, per prefill batch for TGI."),
+    ] = None
+    prefill_p95_seconds: Annotated[
+        float | None, Field(description="p95 (QueryOptions.ttft_quantile) of that prefill time over the window.")
+    ] = None
     gpu_utilization_percent: Annotated[
         float | None, Field(description="DCGM GPU utilisation 0..100, mean over the service's GPUs.")
     ] = None
@@ -388,17 +469,18 @@ def parse_signals(
     for name, result in results.items():
         if name == FRESHNESS:
             continue
-        signal = Signal.TTFT_P95_SECONDS if name == TTFT_DERIVED else Signal(name)
+        signal = _SECOND_QUERIES.get(name) or Signal(name)
         for key, _, number in _samples(result, options):
             seen.add(key)
             if not math.isfinite(number):
                 continue
             current = values.setdefault(key, {})
-            if signal is Signal.TTFT_P95_SECONDS:
-                # Both TTFTs exist only while a service moves between engines: report the worse.
+            if signal in _SECOND_QUERIES.values():
+                # Both answers exist only while a service moves between engines: report the worse.
                 if signal not in current or number > current[signal]:
                     current[signal] = number
-                    derived[key] = name == TTFT_DERIVED
+                    if signal is Signal.TTFT_P95_SECONDS:
+                        derived[key] = name == TTFT_DERIVED
             else:
                 current[signal] = number
 

@@ -22,6 +22,12 @@ VLLM_TTFT_BUCKETS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
     2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 )  # fmt: skip
+# vllm/v1/metrics/loggers.py, request_latency_buckets (REQUEST_LATENCY_BUCKETS in
+# vllm/v1/metrics/buckets.py on main): e2e, queue, inference, prefill and decode time.
+VLLM_REQUEST_LATENCY_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
 
 
 def _tgi_duration_buckets() -> tuple[float, ...]:
@@ -81,8 +87,8 @@ class Traffic:
     prompt_tokens: float = 100.0
     generated_tokens: float = 50.0
     ttft_seconds: float = 0.3  # vLLM
-    queue_seconds: float = 0.2  # TGI
-    prefill_seconds: float = 0.05  # TGI, per prefill batch
+    queue_seconds: float = 0.2  # both engines
+    prefill_seconds: float = 0.05  # vLLM per request; TGI per prefill batch (one per request here)
     decode_seconds: float = 0.02  # TGI, per decode step
 
 
@@ -110,6 +116,8 @@ class VllmEngine:
         self._prompt = 0.0
         self._generated = 0.0
         self._ttft = Histogram(VLLM_TTFT_BUCKETS)
+        self._queue = Histogram(VLLM_REQUEST_LATENCY_BUCKETS)
+        self._prefill = Histogram(VLLM_REQUEST_LATENCY_BUCKETS)
 
     def _advance(self) -> None:
         now = time.monotonic()
@@ -119,6 +127,9 @@ class VllmEngine:
         self._prompt += done * self.traffic.prompt_tokens
         self._generated += done * self.traffic.generated_tokens
         self._ttft.observe(self.traffic.ttft_seconds, done)
+        # vLLM observes both when a request finishes, like the success counter.
+        self._queue.observe(self.traffic.queue_seconds, done)
+        self._prefill.observe(self.traffic.prefill_seconds, done)
 
     def render(self) -> str:
         with self._lock:
@@ -182,6 +193,18 @@ class VllmEngine:
                 "histogram",
                 "Histogram of time to first token in seconds.",
                 self._ttft.lines("vllm:time_to_first_token_seconds", base),
+            )
+            family(
+                "vllm:request_queue_time_seconds",
+                "histogram",
+                "Histogram of time spent in WAITING phase for request.",
+                self._queue.lines("vllm:request_queue_time_seconds", base),
+            )
+            family(
+                "vllm:request_prefill_time_seconds",
+                "histogram",
+                "Histogram of time spent in PREFILL phase for request.",
+                self._prefill.lines("vllm:request_prefill_time_seconds", base),
             )
             return "\n".join(lines) + "\n"
 

@@ -93,7 +93,7 @@ def test_queries_are_evaluated_at_the_ticks_time_with_a_server_side_timeout(
 ) -> None:
     assert fetch(PrometheusConfig(url=fake.url, timeout_seconds=5)) == {}
 
-    assert len(behaviour.seen_params) == 10
+    assert len(behaviour.seen_params) == 14
     for params in behaviour.seen_params:
         assert params["time"] == [f"{NOW.timestamp():.3f}"]
         (timeout,) = params["timeout"]
@@ -109,9 +109,10 @@ def test_the_bearer_token_is_sent_and_reread_when_it_rotates(
         signals.fetch_all(now=NOW)
         token.write_text("second-secret\n")
         signals.fetch_all(now=NOW)
+        per_tick = len(signals.queries)
 
-    assert set(behaviour.seen_authorization[:10]) == {"Bearer first-secret"}
-    assert set(behaviour.seen_authorization[10:]) == {"Bearer second-secret"}
+    assert set(behaviour.seen_authorization[:per_tick]) == {"Bearer first-secret"}
+    assert set(behaviour.seen_authorization[per_tick:]) == {"Bearer second-secret"}
 
 
 def test_refused_credentials_name_the_token_file_but_never_the_token(

@@ -20,6 +20,7 @@ from inferscale.promql import QueryOptions, ServiceSignals, Signal
 
 from tests.integration.exporters import (
     TGI_DURATION_BUCKETS,
+    VLLM_REQUEST_LATENCY_BUCKETS,
     VLLM_TTFT_BUCKETS,
     DcgmExporter,
     Gpu,
@@ -65,7 +66,13 @@ ENGINES: dict[str, tuple[dict[str, str], Any]] = {
     ),
     "chat-1": (
         {"namespace": "team-a", "service": "chat", "pod": "chat-1"},
-        VllmEngine(waiting=1, running=2, kv_cache=0.6, traffic=Traffic(requests_per_second=2)),
+        # Its requests wait longer than chat-0's (0.5 s against 0.2 s) and prefill longer (0.2 s).
+        VllmEngine(
+            waiting=1,
+            running=2,
+            kv_cache=0.6,
+            traffic=Traffic(requests_per_second=2, queue_seconds=0.5, prefill_seconds=0.2),
+        ),
     ),
     # vLLM before 0.9.2: only the old KV-cache name; and no traffic at all.
     "legacy-0": (
@@ -178,7 +185,7 @@ def test_every_service_comes_out_of_one_fixed_set_of_queries(fleet: Fleet) -> No
         ("team-c", "partial"),
         ("team-c", "doomed"),
     }
-    assert after - before == len(fleet.signals.queries) == 10
+    assert after - before == len(fleet.signals.queries) == 14
 
 
 def test_vllm_signals_are_summed_over_replicas(fleet: Fleet) -> None:
@@ -217,6 +224,27 @@ def test_tgi_signals_have_the_same_names_and_a_derived_ttft(fleet: Fleet) -> Non
     assert tgi.missing == {Signal.KV_CACHE_USAGE}
 
 
+def test_queue_wait_and_prefill_are_means_over_the_requests_of_every_replica(fleet: Fleet) -> None:
+    chat, tgi = (fleet.fetch()[key] for key in (("team-a", "chat"), ("team-b", "tgi-svc")))
+
+    # vLLM: 4 req/s waiting 0.2 s and 2 req/s waiting 0.5 s is 0.3 s per request (a mean of
+    # the replicas' means would say 0.35); prefill 0.05 s and 0.2 s is 0.1 s (0.125). Exact
+    # from _sum/_count though the values lie within the first bucket (0.3 s); the replicas'
+    # weights are their measured rates (request_rate is within 15%), hence the tolerance.
+    assert chat.queue_time_seconds == pytest.approx(0.3, rel=0.08)
+    assert chat.prefill_time_seconds == pytest.approx(0.1, rel=0.08)
+    # Its p95 is what the buckets allow: every prefill is in (0, 0.3].
+    assert chat.prefill_p95_seconds == pytest.approx(p95_within_bucket(VLLM_REQUEST_LATENCY_BUCKETS, 0.2))
+    # TGI: the request queue histogram and the prefill batches' one.
+    assert tgi.queue_time_seconds == pytest.approx(0.2, rel=1e-6)
+    assert tgi.prefill_time_seconds == pytest.approx(0.05, rel=1e-6)
+    assert tgi.prefill_p95_seconds == pytest.approx(p95_within_bucket(TGI_DURATION_BUCKETS, 0.05))
+    for signals in (chat, tgi):
+        assert not {Signal.QUEUE_TIME_SECONDS, Signal.PREFILL_TIME_SECONDS, Signal.PREFILL_P95_SECONDS} & (
+            signals.missing | signals.stale
+        )
+
+
 def test_kv_cache_is_read_under_either_name_and_the_new_one_wins(fleet: Fleet) -> None:
     got = fleet.fetch()
 
@@ -234,6 +262,9 @@ def test_idle_service_has_zero_rates_and_no_ttft(fleet: Fleet) -> None:
     assert Signal.TTFT_P95_SECONDS in legacy.missing
     # No DCGM series for its pod either.
     assert Signal.GPU_UTILIZATION_PERCENT in legacy.missing
+    # Nothing finished in the window: the means are 0/0, NaN, missing rather than an error.
+    assert legacy.queue_time_seconds is None and legacy.prefill_time_seconds is None
+    assert {Signal.QUEUE_TIME_SECONDS, Signal.PREFILL_TIME_SECONDS, Signal.PREFILL_P95_SECONDS} <= legacy.missing
 
 
 def test_missing_series_give_missing_signals(fleet: Fleet) -> None:

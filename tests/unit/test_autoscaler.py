@@ -3,8 +3,8 @@
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from inferscale.api import InferenceService, ObjectMeta, parse_spec
-from inferscale.autoscaler import MEMORY_FIELD, ServiceView, plan_service
+from inferscale.api import InferenceService, InferenceServiceStatus, ObjectMeta, parse_spec
+from inferscale.autoscaler import MEMORY_FIELD, ServiceView, observation, plan_service
 from inferscale.promql import ServiceSignals, Signal
 from inferscale.replicas import ReplicaCounts
 
@@ -150,3 +150,42 @@ def test_crash_looping_replicas_are_named_and_not_counted_as_capacity() -> None:
     message = plan.status["lastDecision"]["message"]
     assert "1 replica(s) failing (crash loop or image error) are not counted as capacity" in message
     assert "kubectl describe pod -l inferscale.io/service=llama" in message
+
+
+def test_queue_wait_and_prefill_reach_the_policy_and_the_status() -> None:
+    signals = _signals(waiting=12, running=16, ttft=1.9).model_copy(
+        update={
+            "request_rate": 6.0,
+            "queue_time_seconds": 1.25,
+            "prefill_time_seconds": 0.412345,
+            "prefill_p95_seconds": 0.65,
+        }
+    )
+
+    observed = observation(_view(replicas=2), signals)
+    assert (
+        observed.request_rate,
+        observed.queue_time_seconds,
+        observed.prefill_time_seconds,
+        observed.prefill_p95_seconds,
+    ) == (6.0, 1.25, 0.412345, 0.65)
+
+    plan = plan_service(_view(replicas=2), signals, metrics_error=None, now=NOW, **WINDOW)
+    recorded = plan.status["signals"]
+    assert recorded["requestRate"] == 6.0
+    assert recorded["queueTimeSeconds"] == 1.25
+    assert recorded["prefillTimeSeconds"] == 0.412  # three significant digits, like the others
+    assert recorded["prefillP95Seconds"] == 0.65
+    # The keys are the CRD's: the status model reads every one of them back.
+    status = InferenceServiceStatus.model_validate({"signals": recorded})
+    assert status.signals is not None
+    assert (status.signals.queue_time_seconds, status.signals.prefill_p95_seconds) == (1.25, 0.65)
+
+
+def test_queue_and_prefill_times_unknown_are_left_out_of_status() -> None:
+    plan = plan_service(
+        _view(replicas=1), _signals(waiting=0, running=0, ttft=None), metrics_error=None, now=NOW, **WINDOW
+    )
+
+    assert observation(_view(replicas=1), None).queue_time_seconds is None
+    assert not {"queueTimeSeconds", "prefillTimeSeconds", "prefillP95Seconds"} & set(plan.status["signals"])

@@ -47,6 +47,10 @@ class Signals:
                 queue_depth=waiting,
                 running_requests=running,
                 ttft_p95_seconds=0.2,
+                request_rate=running / 4,
+                queue_time_seconds=0.05 * waiting,
+                prefill_time_seconds=0.08,
+                prefill_p95_seconds=0.12,
                 observed_at=fresh,
             )
             for key, (waiting, running) in self.load.items()
@@ -93,6 +97,17 @@ def test_one_query_set_for_every_service_and_no_pod_load_without_a_scale_down() 
     assert signals.fetched == [planned.now]
     assert {view.isvc.metadata.name: p.scale_to for _, view, p in planned.plans} == {"chat": None, "code": None}
     assert signals.pod_loads == [] and planned.pod_load == {}
+
+
+def test_queue_wait_and_prefill_go_from_the_query_set_to_each_services_status() -> None:
+    signals = Signals({("a", "chat"): (2.0, 11.0), ("b", "code"): (0.0, 12.0)})
+    planned = plan(signals, indexes({("a", "chat"): 2, ("b", "code"): 2}))
+
+    assert planned is not None
+    recorded = {view.isvc.metadata.name: p.status["signals"] for _, view, p in planned.plans}
+    assert recorded["chat"]["queueTimeSeconds"] == 0.1 and recorded["code"]["queueTimeSeconds"] == 0
+    assert recorded["chat"]["prefillTimeSeconds"] == 0.08 and recorded["chat"]["prefillP95Seconds"] == 0.12
+    assert recorded["code"]["requestRate"] == 3
 
 
 def test_a_scale_down_asks_for_the_per_pod_load_once() -> None:

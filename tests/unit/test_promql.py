@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from inferscale.promql import (
     FRESHNESS,
+    PREFILL_P95_TGI,
     TTFT_DERIVED,
     QueryOptions,
     ServiceSignals,
@@ -41,6 +42,10 @@ VLLM_CHAT: dict[str, list[dict[str, Any]]] = {
     "request_rate": [sample("6.02", namespace="team-a", service="chat")],
     "prompt_tokens_rate": [sample("601.5", namespace="team-a", service="chat")],
     "generation_tokens_rate": [sample("300.7", namespace="team-a", service="chat")],
+    "queue_time_seconds": [sample("0.2", namespace="team-a", service="chat")],
+    "prefill_time_seconds": [sample("0.05", namespace="team-a", service="chat")],
+    "prefill_p95_seconds": [sample("0.285", namespace="team-a", service="chat")],
+    PREFILL_P95_TGI: [],
     "gpu_utilization_percent": [sample("70", namespace="team-a", service="chat")],
     FRESHNESS: fresh("team-a", "chat"),
 }
@@ -69,6 +74,10 @@ def test_a_fixed_set_of_queries_each_covering_all_services() -> None:
         "request_rate",
         "prompt_tokens_rate",
         "generation_tokens_rate",
+        "queue_time_seconds",
+        "prefill_time_seconds",
+        "prefill_p95_seconds",
+        "prefill_p95_seconds_tgi",
         "gpu_utilization_percent",
         "freshness",
     ]
@@ -110,6 +119,42 @@ def test_ttft_is_measured_for_vllm_and_derived_for_tgi() -> None:
     )
 
 
+def test_queue_and_prefill_time_are_means_over_the_window_for_both_engines() -> None:
+    by_name = queries()
+
+    # sum(rate(_sum)) / sum(rate(_count)) per service: exact whatever the buckets, and the
+    # replicas' requests are pooled (not a mean of per-replica means).
+    assert by_name["queue_time_seconds"] == (
+        "sum by (namespace, service) "
+        "(rate(vllm:request_queue_time_seconds_sum[120s]) or rate(tgi_request_queue_duration_sum[120s]))"
+        " / sum by (namespace, service) "
+        "(rate(vllm:request_queue_time_seconds_count[120s]) or rate(tgi_request_queue_duration_count[120s]))"
+    )
+    assert by_name["prefill_time_seconds"] == (
+        "sum by (namespace, service) (rate(vllm:request_prefill_time_seconds_sum[120s]) "
+        'or rate(tgi_batch_inference_duration_sum{method="prefill"}[120s]))'
+        " / sum by (namespace, service) (rate(vllm:request_prefill_time_seconds_count[120s]) "
+        'or rate(tgi_batch_inference_duration_count{method="prefill"}[120s]))'
+    )
+
+
+def test_prefill_p95_has_one_query_per_engine() -> None:
+    by_name = queries()
+
+    assert by_name["prefill_p95_seconds"] == (
+        "histogram_quantile(0.95, sum by (namespace, service, le) "
+        "(rate(vllm:request_prefill_time_seconds_bucket[120s])))"
+    )
+    # TGI's is the same term its derived TTFT adds to the queue's p95.
+    assert by_name["prefill_p95_seconds_tgi"] == (
+        "histogram_quantile(0.95, sum by (namespace, service, le) "
+        '(rate(tgi_batch_inference_duration_bucket{method="prefill"}[120s])))'
+    )
+    assert by_name["prefill_p95_seconds_tgi"] in by_name["ttft_p95_seconds_derived"]
+    # Never decode batches, whose many short steps would drag the figures down.
+    assert 'method="decode"' not in by_name["prefill_time_seconds"] + by_name["prefill_p95_seconds_tgi"]
+
+
 def test_kv_cache_query_reads_both_vllm_names_preferring_the_new_one() -> None:
     assert queries()["kv_cache_usage"] == (
         "avg by (namespace, service) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)"
@@ -121,6 +166,10 @@ def test_queries_follow_the_window_quantile_and_label_names() -> None:
 
     assert "[30s]" in by_name["request_rate"] and "[120s]" not in by_name["request_rate"]
     assert by_name["ttft_p95_seconds"].startswith("histogram_quantile(0.99, ")
+    assert by_name["prefill_p95_seconds"].startswith("histogram_quantile(0.99, ")
+    assert by_name["prefill_p95_seconds_tgi"].startswith("histogram_quantile(0.99, ")
+    assert "[30s]" in by_name["queue_time_seconds"] and "[120s]" not in by_name["prefill_time_seconds"]
+    assert "sum by (namespace, inferscale_io_service)" in by_name["prefill_time_seconds"]
     assert "by (namespace, inferscale_io_service)" in by_name["queue_depth"]
     assert "min by (namespace, inferscale_io_service)" in by_name["freshness"]
 
@@ -176,6 +225,9 @@ def test_vllm_answers_become_signals() -> None:
         request_rate=6.02,
         prompt_tokens_rate=601.5,
         generation_tokens_rate=300.7,
+        queue_time_seconds=0.2,
+        prefill_time_seconds=0.05,
+        prefill_p95_seconds=0.285,
         gpu_utilization_percent=70,
         observed_at={signal: NOW - timedelta(seconds=1) for signal in Signal},
     )
@@ -197,6 +249,70 @@ def test_tgi_ttft_is_marked_derived_and_its_missing_kv_cache_is_missing() -> Non
     assert tgi.ttft_derived is True
     assert tgi.kv_cache_usage is None
     assert Signal.KV_CACHE_USAGE in tgi.missing
+
+
+def test_tgi_queue_and_prefill_times_come_from_the_same_signal_names() -> None:
+    results = {
+        "queue_time_seconds": [sample("0.31", namespace="b", service="tgi")],
+        "prefill_time_seconds": [sample("0.048", namespace="b", service="tgi")],
+        "prefill_p95_seconds": [],
+        PREFILL_P95_TGI: [sample("0.0569", namespace="b", service="tgi")],
+        TTFT_DERIVED: [sample("0.61", namespace="b", service="tgi")],
+        FRESHNESS: fresh("b", "tgi", sources=[Source.ENGINE]),
+    }
+    tgi = parse(results)[("b", "tgi")]
+
+    assert (tgi.queue_time_seconds, tgi.prefill_time_seconds, tgi.prefill_p95_seconds) == (0.31, 0.048, 0.0569)
+    assert tgi.ttft_derived is True
+    assert not {Signal.QUEUE_TIME_SECONDS, Signal.PREFILL_TIME_SECONDS, Signal.PREFILL_P95_SECONDS} & tgi.missing
+
+
+def test_a_service_moving_between_engines_reports_the_worse_prefill_p95() -> None:
+    results = {
+        "prefill_p95_seconds": [sample("0.285", namespace="b", service="s")],
+        PREFILL_P95_TGI: [sample("0.09", namespace="b", service="s"), sample("0.7", namespace="b", service="t")],
+        FRESHNESS: fresh("b", "s") + fresh("b", "t"),
+    }
+    got = parse(results)
+
+    assert got[("b", "s")].prefill_p95_seconds == 0.285
+    assert got[("b", "t")].prefill_p95_seconds == 0.7
+    # The prefill answers say nothing about TTFT.
+    assert got[("b", "t")].ttft_derived is None
+
+
+def test_nothing_finished_in_the_window_leaves_the_means_missing_not_failed() -> None:
+    # An idle engine: rate(_sum) / rate(_count) is 0/0, which Prometheus sends as "NaN";
+    # its p95s are NaN too. The load signals still count.
+    idle = {
+        "queue_time_seconds": "NaN",
+        "prefill_time_seconds": "NaN",
+        "prefill_p95_seconds": "NaN",
+        "ttft_p95_seconds": "NaN",
+        "request_rate": "0",
+    }
+    results = {**VLLM_CHAT, **{name: [sample(v, namespace="team-a", service="chat")] for name, v in idle.items()}}
+    results[PREFILL_P95_TGI] = [sample("NaN", namespace="team-a", service="chat")]
+    chat = parse(results)[("team-a", "chat")]
+
+    assert chat.queue_time_seconds is None and chat.prefill_time_seconds is None and chat.prefill_p95_seconds is None
+    assert chat.missing == {
+        Signal.QUEUE_TIME_SECONDS,
+        Signal.PREFILL_TIME_SECONDS,
+        Signal.PREFILL_P95_SECONDS,
+        Signal.TTFT_P95_SECONDS,
+    }
+    assert chat.request_rate == 0 and chat.queue_depth == 4
+    assert "queue_time_seconds is missing" in chat.problems()
+
+
+def test_queue_and_prefill_times_go_stale_with_their_engine() -> None:
+    results = {**VLLM_CHAT, FRESHNESS: fresh("team-a", "chat", sources=[Source.DCGM])}
+    chat = parse(results)[("team-a", "chat")]
+
+    assert {Signal.QUEUE_TIME_SECONDS, Signal.PREFILL_TIME_SECONDS, Signal.PREFILL_P95_SECONDS} <= chat.stale
+    assert chat.queue_time_seconds is None and chat.prefill_p95_seconds is None
+    assert "prefill_time_seconds is stale (its series are gone)" in chat.problems()
 
 
 def test_a_service_moving_between_engines_reports_the_worse_ttft() -> None:
