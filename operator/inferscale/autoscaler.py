@@ -26,6 +26,7 @@ from inferscale.status import condition_json, set_condition
 # Condition types the autoscaler owns.
 METRICS_AVAILABLE = "MetricsAvailable"
 SCALING_LIMITED = "ScalingLimited"
+SLO_UNATTAINABLE = "SLOUnattainable"
 REPLICAS_OVERRIDDEN = "ReplicasOverridden"
 
 # Status field holding the policy's memory, so a restart resumes without a flap.
@@ -137,6 +138,17 @@ def _limited_condition(decision: Decision, existing: list[Mapping[str, Any]], no
     )
 
 
+def _unattainable_condition(decision: Decision, existing: list[Mapping[str, Any]], now: datetime) -> dict[str, Any]:
+    if decision.slo_unattainable is None:
+        state, reason, message = ConditionStatus.FALSE, "WithinReach", "No SLO breach that replicas cannot fix"
+    else:
+        # Held at the size the load needs: say what would fix it instead of climbing to max.
+        state, reason, message = ConditionStatus.TRUE, "PrefillBound", decision.slo_unattainable
+    return condition_json(
+        set_condition(existing, type=SLO_UNATTAINABLE, status=state, reason=reason, message=message, now=now)
+    )
+
+
 def _signals_status(signals: ServiceSignals | None) -> dict[str, Any] | None:
     if signals is None:
         return None
@@ -242,6 +254,7 @@ def plan_service(
     conditions = [
         _metrics_condition(signals, metrics_error, existing, now),
         _limited_condition(decision, existing, now),
+        _unattainable_condition(decision, existing, now),
     ]
     if overridden is not None:
         conditions.append(dict(overridden))
