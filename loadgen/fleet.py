@@ -115,6 +115,13 @@ class FleetView:
     """GPU utilisation of each ready replica, in percent (what an HPA averages)."""
     arrival_rate: float
     """Requests per second that arrived since the previous tick."""
+    replica_queue_depth: tuple[float, ...] = ()
+    """Requests waiting in each ready replica (vLLM's per-pod ``num_requests_waiting``), in the order of
+    ``replica_gpu_utilization``: the order the replicas became ready; a scale-down removes the last ones."""
+    replica_running_requests: tuple[float, ...] = ()
+    """Requests running in each ready replica (per-pod ``num_requests_running``), same order."""
+    replica_kv_cache_usage: tuple[float, ...] = ()
+    """KV-cache usage (0..1) of each ready replica (per-pod ``kv_cache_usage_perc``), same order."""
 
 
 class Scale(NamedTuple):
@@ -437,15 +444,23 @@ class _Fleet:
         waiting = running = 0
         kv = 0.0
         utils: list[float] = []
+        queues: list[float] = []
+        runs: list[float] = []
+        kvs: list[float] = []
         for replica in live:
             model = replica.model
             waiting += model.num_waiting
             running += model.num_running
-            kv += model.snapshot().kv_usage
+            usage = model.snapshot().kv_usage
+            kv += usage
             busy = model.counters.busy_s
             span = t - replica.mark_t
             utils.append(min(1.0, (busy - replica.busy_mark) / span) * 100 if span > 0 else 0.0)
+            queues.append(float(model.num_waiting))
+            runs.append(float(model.num_running))
+            kvs.append(usage)
         ready_utils = tuple(u for replica, u in zip(live, utils, strict=True) if not replica.draining)
+        n = len(self.serving)  # live lists the serving replicas first
         return FleetView(
             t=t,
             current_replicas=len(self.serving) + len(self.starting),
@@ -459,6 +474,9 @@ class _Fleet:
             gpu_utilization=sum(utils) / len(utils),
             replica_gpu_utilization=ready_utils,
             arrival_rate=rate,
+            replica_queue_depth=tuple(queues[:n]),
+            replica_running_requests=tuple(runs[:n]),
+            replica_kv_cache_usage=tuple(kvs[:n]),
         )
 
     def tick(self, t: float) -> None:
