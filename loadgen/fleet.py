@@ -126,6 +126,13 @@ class FleetView:
     """Mean seconds from scheduling to first token of those requests (``vllm:request_prefill_time_seconds``)."""
     prefill_p95: float | None = None
     """p95 of that prefill time, from vLLM's histogram buckets as Prometheus interpolates them."""
+    replica_queue_depth: tuple[float, ...] = ()
+    """Requests waiting in each ready replica (vLLM's per-pod ``num_requests_waiting``), in the order of
+    ``replica_gpu_utilization``: the order the replicas became ready; a scale-down removes the last ones."""
+    replica_running_requests: tuple[float, ...] = ()
+    """Requests running in each ready replica (per-pod ``num_requests_running``), same order."""
+    replica_kv_cache_usage: tuple[float, ...] = ()
+    """KV-cache usage (0..1) of each ready replica (per-pod ``kv_cache_usage_perc``), same order."""
 
 
 class Scale(NamedTuple):
@@ -483,15 +490,23 @@ class _Fleet:
         waiting = running = 0
         kv = 0.0
         utils: list[float] = []
+        queues: list[float] = []
+        runs: list[float] = []
+        kvs: list[float] = []
         for replica in live:
             model = replica.model
             waiting += model.num_waiting
             running += model.num_running
-            kv += model.snapshot().kv_usage
+            usage = model.snapshot().kv_usage
+            kv += usage
             busy = model.counters.busy_s
             span = t - replica.mark_t
             utils.append(min(1.0, (busy - replica.busy_mark) / span) * 100 if span > 0 else 0.0)
+            queues.append(float(model.num_waiting))
+            runs.append(float(model.num_running))
+            kvs.append(usage)
         ready_utils = tuple(u for replica, u in zip(live, utils, strict=True) if not replica.draining)
+        n = len(self.serving)  # live lists the serving replicas first
         return FleetView(
             t=t,
             current_replicas=len(self.serving) + len(self.starting),
@@ -509,6 +524,9 @@ class _Fleet:
             queue_time=max(0.0, sums[0]) / len(finished) if finished else None,
             prefill_time=max(0.0, sums[1]) / len(finished) if finished else None,
             prefill_p95=histogram_quantile(0.95, self.prefill_buckets, VLLM_REQUEST_LATENCY_BUCKETS),
+            replica_queue_depth=tuple(queues[:n]),
+            replica_running_requests=tuple(runs[:n]),
+            replica_kv_cache_usage=tuple(kvs[:n]),
         )
 
     def tick(self, t: float) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from inferscale.api import InferenceServiceSpec, parse_spec
 
 from loadgen.fleet import FleetConfig, FleetResult, simulate
+from loadgen.fleet_baselines import DynamoPlanner, KnativeKpa, WvaSaturation, profiled_engine_rps
 from loadgen.fleet_policies import (
     POLICY_NAMES,
     Capacity,
@@ -249,6 +250,35 @@ def _run(job: _Job) -> _Done:
         result = simulate(arrivals, policy_keda, settings.fleet(initial))
         description = (
             f"KEDA on waiting requests, {per:g} per replica, {bounds.min}..{bounds.max}, starting at {initial}"
+        )
+    elif name == "wva-saturation":
+        policy_wva = WvaSaturation(min_replicas=bounds.min, max_replicas=bounds.max)
+        result = simulate(arrivals, policy_wva, replace(settings.fleet(initial), tick_s=policy_wva.tick_s))
+        th = policy_wva.thresholds
+        description = (
+            f"llm-d WVA, V1 saturation analyzer: saturated at KV >= {th.kv_cache_threshold:g} or queue >= "
+            f"{th.queue_length_threshold:g}, +1 when mean spare KV < {th.kv_spare_trigger:g} or spare queue < "
+            f"{th.queue_spare_trigger:g}, -1 when N-1 stay safe; peaks over {policy_wva.window_s:g}s, every "
+            f"{policy_wva.loop_s:g}s; {bounds.min}..{bounds.max}, starting at {initial}"
+        )
+    elif name == "dynamo-planner":
+        assert job.capacity is not None
+        engine_rps = profiled_engine_rps(job.capacity)
+        policy_dyn = DynamoPlanner(engine_rps, min_endpoint=bounds.min, max_replicas=bounds.max)
+        result = simulate(arrivals, policy_dyn, replace(settings.fleet(initial), tick_s=policy_dyn.tick_s))
+        description = (
+            f"NVIDIA Dynamo planner, throughput mode: ceil(predicted req/s / {engine_rps:.2f} req/s per engine at "
+            f"the SLO), ARIMA load predictor, every {policy_dyn.interval_s:g}s; {bounds.min}..{bounds.max}, "
+            f"starting at {initial}"
+        )
+    elif name == "knative-kpa":
+        concurrency = 0.7 * spec.max_concurrency
+        policy_kpa = KnativeKpa(concurrency, min_replicas=bounds.min, max_replicas=bounds.max)
+        result = simulate(arrivals, policy_kpa, replace(settings.fleet(initial), tick_s=policy_kpa.tick_s))
+        description = (
+            f"Knative KPA on concurrency: target {concurrency:g} per pod (0.7 x maxConcurrency "
+            f"{spec.max_concurrency}), {policy_kpa.stable_window_s:g}s stable / {policy_kpa.panic_window_s:g}s panic "
+            f"windows, every {policy_kpa.tick_s:g}s; {bounds.min}..{bounds.max}, starting at {initial}"
         )
     elif name == "raise-batch":
         policy_rb, raised = raise_batch(settings.profile, settings.batch_factor)

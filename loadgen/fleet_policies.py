@@ -19,6 +19,8 @@ Each policy answers ``decide(view) -> Scale`` at every tick (see ``loadgen.fleet
   target of 5 waiting requests per replica, run by the HPA: ``desired = ceil(waiting / 5)`` unless
   within 10% of the current count, the same rate limits and 300 s scale-down stabilisation, and an empty
   query answering 0 (KEDA's ``ignoreNullValues`` default).
+* ``wva-saturation``, ``dynamo-planner``, ``knative-kpa``: llm-d's workload-variant-autoscaler, NVIDIA Dynamo's
+  planner and Knative's KPA, each at its own loop interval (``loadgen.fleet_baselines``).
 * ``raise-batch``: one replica whose batch ceiling is raised ``batch_factor`` times (4x ``max_num_seqs``):
   the "just use bigger batches" answer, more throughput per GPU and a worse tail.
 * ``oracle``: the cheapest replica schedule planned with knowledge of the future that keeps the SLO,
@@ -71,7 +73,19 @@ __all__ = [
     "workload_of",
 ]
 
-POLICY_NAMES = ("inferscale", "static-peak", "hpa-gpu-util", "keda-queue", "raise-batch", "oracle")
+POLICY_NAMES = (
+    "inferscale",
+    "static-peak",
+    "hpa-gpu-util",
+    "keda-queue",
+    "wva-saturation",
+    "dynamo-planner",
+    "knative-kpa",
+    "raise-batch",
+    "oracle",
+)
+"""Every policy ``fleet_compare`` runs, in the order of its reports; ``wva-saturation``, ``dynamo-planner`` and
+``knative-kpa`` live in ``loadgen.fleet_baselines``."""
 
 # Simulated time 0 as a wall-clock instant, for the operator's policy (it wants aware datetimes).
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)

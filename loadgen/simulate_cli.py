@@ -3,8 +3,9 @@
     loadgen simulate --trace trace.csv.gz --slo-ttft 1.0 --profile a10g-llama3-8b-awq --json out.json --png out.png
     loadgen simulate --trace trace.csv.gz --isvc my-service.yaml --json out.json   # check a spec before applying it
 
-Every policy (``inferscale``, ``static-peak``, ``hpa-gpu-util``, ``keda-queue``, ``raise-batch``, ``oracle``;
-see ``loadgen.fleet_policies``) runs on the same arrivals in simulated time. The JSON report is an object
+Every policy (``inferscale``, ``static-peak``, ``hpa-gpu-util``, ``keda-queue``, ``raise-batch``, ``oracle``,
+see ``loadgen.fleet_policies``; ``wva-saturation``, ``dynamo-planner``, ``knative-kpa``, see
+``loadgen.fleet_baselines``) runs on the same arrivals in simulated time. The JSON report is an object
 keyed by policy name, each with ``slo_attainment``, ``gpu_seconds``, ``ttft_p95``, ``ttft_p99`` and
 ``scale_events`` (plus requests, rejected, failed, the scale-event log and the per-tick time series); a
 table goes to stdout and progress to stderr.
@@ -88,7 +89,7 @@ def add_parser(subparsers: Any) -> None:
     fleet.add_argument("--max-model-len", type=_whole, metavar="TOKENS", help="engine limit (default: spec/profile)")
     fleet.add_argument("--max-replicas", type=_whole, default=DEFAULT_MAX_REPLICAS, help="without --isvc (64)")
     fleet.add_argument("--cold-start", type=non_negative, metavar="S", help="added replicas' start time (profile)")
-    fleet.add_argument("--tick", type=positive, default=15.0, metavar="S", help="policy tick (15)")
+    fleet.add_argument("--tick", type=positive, default=15.0, metavar="S", help="inferscale/HPA/KEDA tick (15)")
     fleet.add_argument("--ttft-window", type=positive, default=120.0, metavar="S", help="p95 TTFT range (120)")
     fleet.add_argument("--interval", type=positive, default=60.0, metavar="S", help="peak and oracle window (60)")
     fleet.add_argument("--batch-factor", type=_whole, default=4, help="raise-batch: max_num_seqs multiplier (4)")
