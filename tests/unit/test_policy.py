@@ -460,3 +460,57 @@ def test_the_batch_ceiling_is_never_an_output() -> None:
 def test_now_must_be_timezone_aware() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         decide(_spec(), _seen(2), Memory(), datetime(2026, 1, 1))
+
+
+# --- what replicas fix, demand and capacity ---------------------------------------
+
+
+def _timed(
+    current: int, *, ttft: float, queue_time: float, prefill_p95: float = 1.6, rate: float | None = None, **kw: Any
+) -> Observation:
+    seen = _seen(current, ttft=ttft, **kw)
+    return seen.model_copy(
+        update={
+            "queue_time_seconds": queue_time,
+            "prefill_time_seconds": 0.8,
+            "prefill_p95_seconds": prefill_p95,
+            "request_rate": rate,
+        }
+    )
+
+
+def test_a_breach_of_prefill_not_waiting_adds_no_replica_and_says_why() -> None:
+    decision = _decide(_timed(4, ttft=2.0, queue_time=0.01, running=50))  # 50 in flight need 4
+    assert (decision.replicas, decision.reason) == (4, Reason.SLO_UNATTAINABLE)
+    assert decision.slo_unattainable is not None
+    for fact in ("2.00s", "1.60s at p95", "ttftP95Seconds", "maxModelLen", "gpusPerReplica"):
+        assert fact in decision.slo_unattainable
+
+
+def test_a_breach_with_requests_waiting_still_scales_up() -> None:
+    decision = _decide(_timed(4, ttft=2.0, queue_time=0.9, running=20))
+    assert decision.reason is Reason.SLO_BREACHED and decision.replicas > 4
+    assert decision.slo_unattainable is None
+
+
+def test_an_unattainable_slo_does_not_stop_a_scale_down_when_the_load_falls() -> None:
+    memory = _settled(6, scale_down_window=(Recommendation(time=_ago(600), replicas=6),))
+    decision = _decide(_timed(6, ttft=2.5, queue_time=0.0, running=8), memory)
+    assert (decision.replicas, decision.reason) == (5, Reason.SCALED_DOWN)
+    assert decision.slo_unattainable is not None
+
+
+def test_demand_sizes_from_the_learnt_capacity_with_starting_replicas_counted() -> None:
+    # 3 req/s and a replica known to serve 1 req/s within the SLO: run at 90%, 4 replicas.
+    memory = _settled(2, capacity_rps=1.0, demand_level=3.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    decision = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=3.0, running=6), memory)
+    assert (decision.replicas, decision.reason) == (4, Reason.DEMAND_RISING)
+    # Two replicas already starting make up the need: nothing is stacked on them.
+    starting = _timed(4, ttft=0.4, queue_time=0.0, rate=3.0, running=6, starting=2)
+    assert _decide(starting, memory.model_copy(update={"ready_replicas": 2})).replicas == 4
+
+
+def test_capacity_is_lowered_when_requests_wait_at_the_rate_it_promised() -> None:
+    memory = _settled(2, capacity_rps=2.0, demand_level=3.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    decision = _decide(_timed(2, ttft=0.9, queue_time=0.4, rate=3.0, running=16), memory)
+    assert decision.memory.capacity_rps is not None and decision.memory.capacity_rps < 1.5
