@@ -566,7 +566,7 @@ def plan_oracle(
     *,
     interval_s: float = 60.0,
     max_simulations: int = 4,
-    frontier_scales: Sequence[float] = (0.6, 0.8),
+    frontier_scales: Sequence[float] = (0.6, 0.8, 1.3, 1.7),
 ) -> OraclePlan:
     """The fewest GPU-seconds schedule planned in advance that keeps the SLO: an estimate of the lower bound.
 
@@ -581,9 +581,10 @@ def plan_oracle(
        then is bisected between them for the cheapest plan that keeps it, up to ``max_simulations`` runs
        (a plan already tried is not run again).
     3. The cheapest run that kept the SLO wins; if none did, the last one tried, marked unmet.
-    4. Plans for ``frontier_scales`` x the winner's scale are run too (less capacity, lower attainment):
-       with every run before, they trace what planning with the future costs at each attainment
-       (``OraclePlan.gpu_seconds_at``), so a policy is judged against the oracle at the attainment it reached.
+    4. Plans for ``frontier_scales`` x the winner's scale are run too (below 1 cheaper and attaining less,
+       above 1 dearer and attaining more): with every run before, they trace what planning with the future
+       costs at each attainment (``OraclePlan.gpu_seconds_at``), so a policy is judged against the oracle at
+       the attainment it reached.
 
     It is an estimate of the lower bound, not a proof: the capacity is measured, the plan's shape follows
     the measured curve, the search is bounded, and plans move in whole replicas per window.

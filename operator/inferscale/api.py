@@ -171,7 +171,7 @@ class ScaleDownBehavior(Model):
 def _object_default(model: type[Model]) -> dict[str, Any]:
     # The full default object, not {}: the API server checks CEL rules against defaults
     # before filling in nested ones.
-    return {"default": model().model_dump(mode="json", by_alias=True)}
+    return {"default": model().model_dump(mode="json", by_alias=True, exclude_none=True)}
 
 
 class ScalingMode(StrEnum):

@@ -78,9 +78,15 @@ QUEUE_SHARE = 0.1
 MIN_QUEUE_SHARE = 0.05
 # Size so each replica runs at most this share of the request rate it was seen to serve within the SLO.
 RATE_FILL = 0.9
-# While replicas serve near that rate with nothing waiting, the learnt rate creeps up this much per tick,
-# so a capacity learnt in a bad moment does not over-provision for good.
-CAPACITY_PROBE = 1.01
+# How the learnt rate follows the pressure (``_pressure``): x pressure ** -gain per tick, faster down than up
+# and within the step bounds, and only while replicas serve at least CAPACITY_REACH of it.
+CAPACITY_GAIN_DOWN = 0.3
+CAPACITY_GAIN_UP = 0.05
+CAPACITY_STEP_DOWN = 0.8
+CAPACITY_STEP_UP = 1.05
+CAPACITY_REACH = 0.6
+# Where the SLO is within reach, the learnt rate aims p95 TTFT at this share of it.
+TTFT_TARGET = 0.85
 # Holt's linear trend on the request rate: smoothing of its level and of its trend.
 HOLT_ALPHA = 0.5
 HOLT_BETA = 0.3
@@ -303,6 +309,11 @@ def decide(
     # readings move the count one way only: more load, never fewer replicas.
     demand = _smooth_demand(tick.memory, load.rate, now, spec.cold_start_seconds, ttft_window)
     capacity = tick.memory.capacity_rps or spec.scaling.replica_requests_per_second
+    over_slo = load.ttft is not None and load.ttft > slo
+    # Only waiting is fixed by replicas. Without the queue-time signal (older engines) a breach is
+    # taken as waiting, as before it existed.
+    unattainable = _unattainable(spec, load) if over_slo else None
+    tick = replace(tick, unattainable=unattainable)
     learnt = _learn_capacity(tick, load, capacity, queue_target) if demand.warm else capacity
     tick = replace(
         tick,
@@ -310,18 +321,15 @@ def decide(
             update={**demand.memory_update(now), "capacity_rps": learnt}
         ),
     )
-    over_slo = load.ttft is not None and load.ttft > slo
-    # Only waiting is fixed by replicas. Without the queue-time signal (older engines) a breach is
-    # taken as waiting, as before it existed.
-    unattainable = _unattainable(spec, load) if over_slo else None
-    tick = replace(tick, unattainable=unattainable)
     # Replicas that just became ready take their share of the backlog at once and then drain
     # it; sizing again from that backlog would add replicas that arrive after it is gone.
     shrinking = previous_waiting is not None and load.waiting <= previous_waiting
     draining = queue_breach and not tick.ready_settled and shrinking
     fixable_breach = over_slo and unattainable is None
+    max_step = spec.scaling.scale_up.max_step_replicas
+    sized = demand.replicas(capacity, current, max_step)
     if (fixable_breach and tick.settled) or (queue_breach and not draining):
-        return _scale_up(tick, load, slo_breach=fixable_breach and tick.settled)
+        return _scale_up(tick, load, slo_breach=fixable_breach and tick.settled, at_least=sized)
     if draining:
         why = (
             f"{_num(load.waiting)} requests waiting on {observed.ready_replicas} ready replicas "
@@ -333,13 +341,11 @@ def decide(
     if fixable_breach and load.ttft is not None:
         why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but {tick.unsettled_because()}"
         return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
+    if sized is not None and sized.replicas > current:
+        return _scale_up(tick, load, slo_breach=False, demand=sized)
     if load.ttft is None and load.in_flight > 0:
         why = f"p95 TTFT is missing or NaN with {_num(load.in_flight)} requests in flight"
         return tick.finish(current, Reason.METRICS_MISSING, why, tick.remember(current))
-    max_step = spec.scaling.scale_up.max_step_replicas
-    sized = demand.replicas(capacity, current, max_step)
-    if sized is not None and sized.replicas > current:
-        return _scale_up(tick, load, slo_breach=False, demand=sized)
     # Removing replicas asks for the tolerance below the fill that adds them, so a rate that jitters
     # around a boundary does not remove a replica only to add it back a tick later.
     return _scale_down(tick, load, demand.replicas(capacity, current, max_step, fill=RATE_FILL * (1 - TOLERANCE)))
@@ -502,26 +508,54 @@ def _smooth_demand(memory: Memory, rate: float | None, now: datetime, horizon_s:
 
 
 def _learn_capacity(tick: _Tick, load: _Load, capacity: float | None, queue_target: float) -> float | None:
-    """The request rate per replica served within the SLO, updated from this tick's queue time.
+    """The request rate per replica served within the SLO, steered by this tick's pressure.
 
-    Learnt only while the windowed signals reflect the current replicas (``tick.settled``): waiting
-    beyond the SLO's share at a rate per replica at or below the learnt one lowers it (to that rate,
-    less in proportion to how much longer they waited); serving near it with nothing waiting raises it.
+    A controller on the operating point, not a model: the fleet is sized to run near the learnt rate,
+    so the pressure measured there (``_pressure``) says whether that rate is too high (lower it, fast)
+    or too low (raise it, slowly). The first estimate is the rate the replicas serve now. Learnt only
+    while the windowed signals reflect the current replicas (``tick.settled``), and only from a rate
+    per replica within reach of the learnt one: a fleet far below it says nothing about where the
+    SLO breaks.
     """
     ready = tick.observed.ready_replicas
-    if load.rate is None or load.queue_time is None or ready == 0 or load.rate <= 0 or not tick.settled:
+    if load.rate is None or ready == 0 or load.rate <= 0 or not tick.settled:
         return capacity
-    per_replica, budget = load.rate / ready, load.wait_budget(tick.spec.scaling.ttft_p95_seconds)
-    if load.queue_time > budget:
-        if capacity is None or per_replica <= capacity:
-            return per_replica * min(0.9, max(0.5, math.sqrt(budget / load.queue_time)))
+    if tick.observed.current_replicas != ready:
+        return capacity  # a scale is under way: a breach now is the lag of a cold start, not the rate
+    pressure = _pressure(load, tick.spec.scaling.ttft_p95_seconds, tick.unattainable)
+    if pressure is None:
         return capacity
-    if capacity is not None and load.queue_time <= budget / 2 and load.waiting <= queue_target:
-        if per_replica > capacity:
-            return per_replica
-        if per_replica >= 0.9 * RATE_FILL * capacity:
-            return capacity * CAPACITY_PROBE
+    per_replica = load.rate / ready
+    if capacity is None:
+        return per_replica / RATE_FILL
+    if per_replica < CAPACITY_REACH * capacity:
+        return capacity
+    if pressure > 1:
+        # Lowered at most 20% a tick and never below half the rate served now: the replicas serve it, if
+        # too slowly, and a backlog's long waits must not collapse the estimate.
+        lowered = capacity * max(CAPACITY_STEP_DOWN, float(pressure**-CAPACITY_GAIN_DOWN))
+        return min(capacity, max(lowered, per_replica / 2))
+    if load.waiting <= queue_target:
+        return capacity * min(CAPACITY_STEP_UP, float(max(pressure, 0.25) ** -CAPACITY_GAIN_UP))
     return capacity
+
+
+def _pressure(load: _Load, slo: float, unattainable: str | None) -> float | None:
+    """How close the part of TTFT that replicas fix is to what it may be: 1 at the target, above 1 beyond.
+
+    Where the SLO is within reach, the part of p95 TTFT above the prefill's p95 against what the
+    target (TTFT_TARGET of the SLO) leaves it; where prefill alone breaks the SLO, the mean queue time
+    against its budget (``wait_budget``).
+    """
+    budget = load.wait_budget(slo)
+    if unattainable is None and load.ttft is not None:
+        floor = load.prefill_p95 or 0.0
+        allowed = TTFT_TARGET * slo - floor
+        if allowed > budget:
+            return max(load.ttft - floor, 0.0) / allowed
+    if load.queue_time is None:
+        return None
+    return load.queue_time / budget
 
 
 def _hold_without_data(tick: _Tick, reason: Reason, why: str) -> Decision:
@@ -540,7 +574,9 @@ def _hold_without_data(tick: _Tick, reason: Reason, why: str) -> Decision:
 # --- the two directions -----------------------------------------------------------
 
 
-def _scale_up(tick: _Tick, load: _Load, *, slo_breach: bool, demand: _Sized | None = None) -> Decision:
+def _scale_up(
+    tick: _Tick, load: _Load, *, slo_breach: bool, demand: _Sized | None = None, at_least: _Sized | None = None
+) -> Decision:
     spec, observed, memory = tick.spec, tick.observed, tick.memory
     scaling, bounds = spec.scaling, spec.replicas
     ready, current = observed.ready_replicas, observed.current_replicas
@@ -566,6 +602,10 @@ def _scale_up(tick: _Tick, load: _Load, *, slo_breach: bool, demand: _Sized | No
             f"(target {_num(scaling.queue_depth_per_replica)} per replica)"
         )
         reason = Reason.QUEUE_GROWING
+    if at_least is not None and at_least.replicas > needed:
+        # The reactive rules never ask for less than the request rate needs.
+        needed = at_least.replicas
+        why += f"; {at_least.describe()} need {_replicas(needed)}"
     wanted = min(needed, bounds.max)
     memory = tick.remember(wanted, memory)
 
@@ -619,7 +659,9 @@ def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decisi
     if sized is not None:
         fits.append((sized.replicas, sized.describe()))
     knee = memory.slo_knee_per_replica
-    if knee is not None:
+    # The concurrency at which the SLO once broke is a fallback for engines without the request rate:
+    # an instantaneous count, it is noisy under bursty traffic where the learnt rate is not.
+    if knee is not None and sized is None:
         fits.append(
             (
                 _ceil(load.in_flight / (knee * FILL)),
@@ -635,8 +677,8 @@ def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decisi
         fits_text += f" (spec.replicas.min is {bounds.min})"
 
     ttft_ok = load.ttft is None or load.ttft <= HEADROOM * slo  # None only while idle
-    # A breach that replicas cannot fix vetoes nothing: the size follows the load, whatever TTFT does.
-    # Requests waiting beyond the SLO's share do.
+    # Requests waiting beyond their share of the SLO veto a scale-down; a TTFT breach that replicas cannot
+    # fix does not: the size follows the load, whatever TTFT does.
     waits = load.queue_time is not None and load.queue_time > HEADROOM * load.wait_budget(slo)
     # Healthy at a higher load than where the SLO once broke: that knee is out of date.
     if knee is not None and tick.settled and load.ttft is not None and ttft_ok and ready > 0:
@@ -658,7 +700,9 @@ def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decisi
         return tick.finish(current, Reason.STEADY, why, memory)
 
     short = []
-    if not ttft_ok and load.ttft is not None and tick.unattainable is None:
+    # With the queue time known, waiting is what vetoes (TTFT above the target teaches the learnt rate
+    # instead); without it, p95 TTFT near the SLO does, as it is all there is to go by.
+    if not ttft_ok and load.ttft is not None and load.queue_time is None:
         short.append(f"p95 TTFT {_secs(load.ttft)} is above {HEADROOM:.0%} of SLO {_secs(slo)}")
     if waits and load.queue_time is not None:
         short.append(f"requests wait {_secs(load.queue_time)} on average")

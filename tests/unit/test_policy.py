@@ -513,4 +513,21 @@ def test_demand_sizes_from_the_learnt_capacity_with_starting_replicas_counted() 
 def test_capacity_is_lowered_when_requests_wait_at_the_rate_it_promised() -> None:
     memory = _settled(2, capacity_rps=2.0, demand_level=3.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
     decision = _decide(_timed(2, ttft=0.9, queue_time=0.4, rate=3.0, running=16), memory)
-    assert decision.memory.capacity_rps is not None and decision.memory.capacity_rps < 1.5
+    # Requests wait 0.4s where 0.06s is their share: lowered, by at most 20% a tick.
+    assert decision.memory.capacity_rps == pytest.approx(1.6)
+
+
+def test_capacity_follows_the_part_of_ttft_replicas_fix_where_the_slo_is_within_reach() -> None:
+    memory = _settled(2, capacity_rps=2.0, demand_level=3.6, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    # Prefill p95 0.3s, SLO 1.2s aimed at 85%: 0.72s are left to waiting. 1.1s is too much, 0.4s is room.
+    slow = _timed(2, ttft=1.1, queue_time=0.02, prefill_p95=0.3, rate=3.6, running=16)
+    fast = _timed(2, ttft=0.4, queue_time=0.02, prefill_p95=0.3, rate=3.6, running=16)
+    assert _decide(slow, memory).memory.capacity_rps < 2.0 < _decide(fast, memory).memory.capacity_rps
+
+
+def test_capacity_is_not_learnt_from_a_fleet_far_below_it_or_mid_scale() -> None:
+    memory = _settled(4, capacity_rps=2.0, demand_level=1.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    idle = _timed(4, ttft=0.3, queue_time=0.0, prefill_p95=0.3, rate=1.0, running=4)  # 0.25 req/s each
+    assert _decide(idle, memory).memory.capacity_rps == 2.0
+    starting = _timed(4, ttft=3.0, queue_time=1.0, rate=6.0, running=40, starting=1)
+    assert _decide(starting, memory.model_copy(update={"ready_replicas": 3})).memory.capacity_rps == 2.0

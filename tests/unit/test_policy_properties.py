@@ -122,6 +122,11 @@ def memories(draw: st.DrawFn, ready: int | None = None, *, settled: bool = False
         ready_replicas=seen,
         ready_changed_at=changed,
         slo_knee_per_replica=[None, draw(KNEES)][pick(draw, 2, 1)],
+        capacity_rps=[None, draw(st.floats(0.05, 50))][pick(draw, 1, 2)],
+        demand_level=[None, draw(st.floats(0, 100))][pick(draw, 1, 2)],
+        demand_trend=draw(st.floats(-1, 1)),
+        demand_at=[None, ago(draw, 0, 120)][pick(draw, 1, 2)],
+        rate_since=[None, ago(draw, 0, 900)][pick(draw, 1, 2)],
     )
 
 
@@ -149,6 +154,8 @@ class State:
             "ttft_p95_seconds": self.spec.scaling.ttft_p95_seconds,
             "kv_cache_usage": 1.0,
             "gpu_utilization_percent": 100.0,
+            "request_rate": ready * 2.0,
+            "queue_time_seconds": 0.1 * self.spec.scaling.ttft_p95_seconds,
         }
 
 
@@ -291,7 +298,9 @@ def _assert_consistent(decision: Decision, current: int) -> None:
     if decision.limited_by is Limit.GPU_CAPACITY:
         assert decision.reason is Reason.GPU_CAPACITY_REACHED
     if decision.limited_by is Limit.MAX_REPLICAS:
-        assert decision.reason in {Reason.AT_MAX_REPLICAS, Reason.SLO_BREACHED, Reason.QUEUE_GROWING}
+        assert decision.reason in {
+            Reason.AT_MAX_REPLICAS, Reason.SLO_BREACHED, Reason.QUEUE_GROWING, Reason.DEMAND_RISING,
+        }  # fmt: skip
     assert decision.message.endswith(".")
     assert decision.reason.value.isalpha() and decision.reason.value[0].isupper()
 
