@@ -305,7 +305,7 @@ def compare(
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> Comparison:
-    """Run the chosen policies (all six by default) on ``arrivals``; see ``loadgen.fleet_policies``.
+    """Run the chosen policies (all nine by default) on ``arrivals``; see ``loadgen.fleet_policies``.
 
     ``workers`` > 1 runs policies in that many processes at once (the figures are the same).
     """

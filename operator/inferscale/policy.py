@@ -528,7 +528,10 @@ def _learn_capacity(tick: _Tick, load: _Load, capacity: float | None, queue_targ
     per_replica = load.rate / ready
     if capacity is None:
         return per_replica / RATE_FILL
-    if per_replica < CAPACITY_REACH * capacity:
+    # Far below the learnt rate, the pressure says nothing about it, except that one replica fewer would
+    # run at ``rate / (ready - 1)``: the rate may rise until that replica can go (a small fleet's rounding).
+    one_fewer = load.rate / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) if ready > 1 else 0.0
+    if per_replica < CAPACITY_REACH * capacity and not (pressure < 1 and capacity < one_fewer):
         return capacity
     if pressure > 1:
         # Lowered at most 20% a tick and never below half the rate served now: the replicas serve it, if
@@ -536,7 +539,8 @@ def _learn_capacity(tick: _Tick, load: _Load, capacity: float | None, queue_targ
         lowered = capacity * max(CAPACITY_STEP_DOWN, float(pressure**-CAPACITY_GAIN_DOWN))
         return min(capacity, max(lowered, per_replica / 2))
     if load.waiting <= queue_target:
-        return capacity * min(CAPACITY_STEP_UP, float(max(pressure, 0.25) ** -CAPACITY_GAIN_UP))
+        raised = capacity * min(CAPACITY_STEP_UP, float(max(pressure, 0.25) ** -CAPACITY_GAIN_UP))
+        return raised if per_replica >= CAPACITY_REACH * capacity else min(raised, one_fewer)
     return capacity
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.conftest import KUBECONFIG, KUBECTL, ROOT, Operator, condition, get_json, kubectl
@@ -107,3 +110,42 @@ def test_closed_loop_validation_passes_on_a_step_in_load(
     assert verdict["passed"] and verdict["failed"] == 0
     assert verdict["replicas_peak"] > verdict["replicas_before_step"]
     assert (tmp_path / "validate.png").stat().st_size > 0
+
+
+def test_an_slo_that_prefill_breaks_is_reported_not_chased(scaling_operator: Operator, namespace: str) -> None:
+    """Long prompts against a 5 ms p95 TTFT SLO: their prefill alone (~10 ms on the test profile) breaks it,
+    and requests never wait, so the operator holds the size the load needs and says why instead of climbing."""
+    isvc = json.loads(json.dumps(ISVC))
+    isvc["spec"]["scaling"]["ttftP95Seconds"] = 0.005
+    kubectl("-n", namespace, "apply", "-f", "-", stdin=json.dumps(isvc))
+    proxy, _ = wait_for("one ready engine behind the proxy", lambda: endpoints(namespace, "chat", 1), timeout=60)
+    # One request at a time, each of 1,900 prompt tokens (token ids): the engine is idle when each arrives.
+    body = {"model": "test-model", "prompt": [1] * 1900, "max_tokens": 2}
+    stop, replicas_seen = threading.Event(), []
+
+    def send() -> None:
+        with httpx.Client(timeout=10) as client:
+            while not stop.is_set():
+                assert client.post(f"{proxy}/v1/completions", json=body).status_code == 200
+
+    def reported() -> dict[str, Any] | None:
+        replicas_seen.append(get_json("-n", namespace, "deployment", "chat")["spec"]["replicas"])
+        isvc = _isvc(namespace)
+        return isvc if condition(isvc, "SLOUnattainable").get("status") == "True" else None
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        status = wait_for("SLOUnattainable=True", reported, timeout=90, interval=2)
+        # A few more ticks at this load: still no replica added for it.
+        for _ in range(5):
+            time.sleep(2)
+            replicas_seen.append(get_json("-n", namespace, "deployment", "chat")["spec"]["replicas"])
+    finally:
+        stop.set()
+        sender.join(timeout=15)
+    unattainable = condition(status, "SLOUnattainable")
+    assert unattainable["reason"] == "PrefillBound"
+    assert "prefill takes" in unattainable["message"] and "spec.scaling.ttftP95Seconds" in unattainable["message"]
+    assert set(replicas_seen) == {1}, replicas_seen
+    assert "Traceback" not in scaling_operator.log_text()

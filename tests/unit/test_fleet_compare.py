@@ -1,4 +1,4 @@
-"""The six policies on the shipped synthetic trace, as a user comparing them would read the table, and the
+"""The policies on the shipped synthetic trace, as a user comparing them would read the table, and the
 ``loadgen simulate`` command (called through its own parser, as ``loadgen.cli`` wires it)."""
 
 from __future__ import annotations
