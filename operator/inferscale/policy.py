@@ -81,9 +81,9 @@ RATE_FILL = 0.9
 # How the learnt rate follows the pressure (``_pressure``): x pressure ** -gain per tick, faster down than up
 # and within the step bounds, and only while replicas serve at least CAPACITY_REACH of it.
 CAPACITY_GAIN_DOWN = 0.3
-CAPACITY_GAIN_UP = 0.05
+CAPACITY_GAIN_UP = 0.1
 CAPACITY_STEP_DOWN = 0.8
-CAPACITY_STEP_UP = 1.05
+CAPACITY_STEP_UP = 1.1
 CAPACITY_REACH = 0.6
 # Where the SLO is within reach, the learnt rate aims p95 TTFT at this share of it.
 TTFT_TARGET = 0.85
@@ -348,7 +348,9 @@ def decide(
         return tick.finish(current, Reason.METRICS_MISSING, why, tick.remember(current))
     # Removing replicas asks for the tolerance below the fill that adds them, so a rate that jitters
     # around a boundary does not remove a replica only to add it back a tick later.
-    return _scale_down(tick, load, demand.replicas(capacity, current, max_step, fill=RATE_FILL * (1 - TOLERANCE)))
+    return _scale_down(
+        tick, load, demand.replicas(capacity, current, max_step, fill=RATE_FILL * (1 - TOLERANCE), smooth=True)
+    )
 
 
 # --- reading the observation ------------------------------------------------------
@@ -462,12 +464,14 @@ class _Demand:
         return None if self.level is None else self.level + max(0.0, self.trend) * self.horizon_s
 
     def replicas(
-        self, capacity: float | None, current: int, max_step: int, *, fill: float = RATE_FILL
+        self, capacity: float | None, current: int, max_step: int, *, fill: float = RATE_FILL, smooth: bool = False
     ) -> _Sized | None:
+        """Replicas for the rate now and its forecast; ``smooth`` sizes from the smoothed level alone (for
+        removing replicas: a rate that jitters must not hold them), else from the higher of rate and level."""
         if capacity is None or self.level is None or self.rate is None or self.forecast is None or not self.warm:
             return None
         per = capacity * fill
-        now = _ceil(self.rate / per)
+        now = _ceil((self.level if smooth else max(self.rate, self.level)) / per)
         ahead = _ceil(self.forecast / per)
         # A forecast that was wrong costs at most one step beyond what today's rate needs.
         replicas = min(max(now, ahead), max(now, current) + max_step)
@@ -512,28 +516,33 @@ def _learn_capacity(tick: _Tick, load: _Load, capacity: float | None, queue_targ
 
     A controller on the operating point, not a model: the fleet is sized to run near the learnt rate,
     so the pressure measured there (``_pressure``) says whether that rate is too high (lower it, fast)
-    or too low (raise it, slowly). The first estimate is the rate the replicas serve now. Learnt only
-    while the windowed signals reflect the current replicas (``tick.settled``), and only from a rate
-    per replica within reach of the learnt one: a fleet far below it says nothing about where the
-    SLO breaks.
+    or too low (raise it, slowly). The first estimate is the rate the replicas serve now. Only from a
+    rate per replica within reach of the learnt one: a fleet far below it says nothing about where the
+    SLO breaks. Lowered only while the windowed signals reflect the current replicas (``tick.settled``,
+    no scale under way); raised also right after a scale-up, whose window held fewer replicas than now
+    (low pressure then is evidence too): a fleet that grows with a ramp would otherwise never learn.
     """
     ready = tick.observed.ready_replicas
-    if load.rate is None or ready == 0 or load.rate <= 0 or not tick.settled:
+    if load.rate is None or ready == 0 or load.rate <= 0 or not tick.backlog_settled:
         return capacity
-    if tick.observed.current_replicas != ready:
-        return capacity  # a scale is under way: a breach now is the lag of a cold start, not the rate
+    steady = tick.ready_settled and tick.observed.current_replicas == ready
+    grown = not tick.ready_settled and tick.memory.last_scale_direction is Direction.UP
+    if not (steady or grown):
+        return capacity
     pressure = _pressure(load, tick.spec.scaling.ttft_p95_seconds, tick.unattainable)
     if pressure is None:
         return capacity
     per_replica = load.rate / ready
     if capacity is None:
-        return per_replica / RATE_FILL
+        return per_replica / RATE_FILL if steady else None
     # Far below the learnt rate, the pressure says nothing about it, except that one replica fewer would
     # run at ``rate / (ready - 1)``: the rate may rise until that replica can go (a small fleet's rounding).
     one_fewer = load.rate / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) if ready > 1 else 0.0
     if per_replica < CAPACITY_REACH * capacity and not (pressure < 1 and capacity < one_fewer):
         return capacity
     if pressure > 1:
+        if not steady:
+            return capacity  # a breach while the fleet grows is the lag of a cold start, not the rate
         # Lowered at most 20% a tick and never below half the rate served now: the replicas serve it, if
         # too slowly, and a backlog's long waits must not collapse the estimate.
         lowered = capacity * max(CAPACITY_STEP_DOWN, float(pressure**-CAPACITY_GAIN_DOWN))
@@ -655,8 +664,11 @@ def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decisi
 
     # The fewest replicas that carry this load with headroom, by each measure; the largest wins.
     in_flight = _num(load.in_flight)
-    fits = [(_ceil(load.in_flight / (spec.max_concurrency * FILL)), f"{in_flight} requests in flight")]
-    if load.waiting > 0:
+    # Sized from the request rate, the instantaneous counts only bound it: under bursty traffic they spike
+    # from tick to tick, and the scale-down window would hold every spike for its whole length.
+    seats = spec.max_concurrency * (FILL if sized is None else 1.0)
+    fits = [(_ceil(load.in_flight / seats), f"{in_flight} requests in flight")]
+    if load.waiting > 0 and sized is None:
         fits.append((_ceil(load.waiting / (queue_target * HEADROOM)), f"{_num(load.waiting)} requests waiting"))
     if load.kv is not None and ready > 0:
         fits.append((_ceil(load.kv * ready / FILL), f"KV cache {load.kv:.0%} full on {ready} replicas"))
