@@ -75,7 +75,7 @@ MAX_WINDOW_ENTRIES = 64
 # time, and at least MIN_QUEUE_SHARE of the SLO. Waiting is what replicas fix; a TTFT breach with less
 # waiting than that is prefill, which no replica count shortens.
 QUEUE_SHARE = 0.1
-MIN_QUEUE_SHARE = 0.05
+MIN_QUEUE_SHARE = 0.04
 # Size so each replica runs at most this share of the request rate it was seen to serve within the SLO.
 RATE_FILL = 0.9
 # How the learnt rate follows the pressure (``_pressure``): x pressure ** -gain per tick, faster down than up
@@ -86,7 +86,7 @@ CAPACITY_STEP_DOWN = 0.8
 CAPACITY_STEP_UP = 1.1
 CAPACITY_REACH = 0.6
 # Where the SLO is within reach, the learnt rate aims p95 TTFT at this share of it.
-TTFT_TARGET = 0.85
+TTFT_TARGET = 0.8
 # Holt's linear trend on the request rate: smoothing of its level and of its trend.
 HOLT_ALPHA = 0.5
 HOLT_BETA = 0.3
