@@ -9,42 +9,28 @@ It only ever sets the number of replicas. The per-replica batch ceiling
 (`spec.maxConcurrency`) is pinned at the replica's latency knee and is an input, never an
 output: capacity comes from replicas.
 
-The rules, in the order `decide` applies them:
+The rules, in the order `decide` applies them (docs/runbook.md has every reason):
 
-1. Bounds. A Deployment outside [min, max] goes straight to the bound, whatever the
-   metrics say (`BelowMinReplicas`, `AboveMaxReplicas`).
-2. No data, no move. Queue depth and running requests must be present, finite and no
-   older than `stale_after`, else hold (`MetricsMissing`, `MetricsStale`). p95 TTFT may be
-   absent only while nothing is in flight (an idle engine's histogram has no samples, so
-   its quantile is NaN). GPU utilisation is optional: missing or stale, it is ignored.
-3. Up, fast, on evidence of trouble: p95 TTFT above the SLO (`SLOBreached`) or more
-   requests waiting than `queueDepthPerReplica` per ready replica, plus 10% tolerance
-   (`QueueGrowing`), unless replicas became ready within `ttft_window` and the queue has
-   not grown since the last tick: they are draining it (`Stabilizing`). Only ready
-   replicas count as capacity. The target is the largest of
-   ready + 1, the in-flight requests spread at maxConcurrency + queueDepthPerReplica per
-   replica, and ready x TTFT / SLO; it moves at most `scaleUp.maxStepReplicas` per tick.
-   It does not add replicas while pods are Pending (`GPUCapacityReached`), at max
-   (`AtMaxReplicas`), or while replicas it added are still starting (`WaitingForStartingReplicas`;
-   after twice `coldStartSeconds` it stops waiting for them). A TTFT breach right after new
-   replicas became ready is not acted on until the p95 window (`ttft_window`) covers them
-   (`Stabilizing`): the window still holds the slow requests served before they came up.
-   Likewise after a backlog (requests waiting beyond the queue target): its requests report
-   their long waits when they start, so TTFT is not trusted again until a window after the
-   backlog cleared (nothing waiting, or a window after the queue fell to target). The
-   queue rule covers that time; without this, a drained backlog's waits would size a
-   scale-up, and teach a false SLO knee, after the backlog was gone.
-4. Down, slowly, with headroom. Without a breach the policy never adds replicas. It
-   removes them only when all of these hold: the load fits fewer replicas, each at no more
-   than 80% of its concurrency ceiling, KV cache and queue target, and of the per-replica
-   load at which the SLO last broke (`Memory.slo_knee_per_replica`); the change exceeds the
-   10% tolerance; p95 TTFT is at most 80% of the SLO (else `InsufficientHeadroom`); the ready count has not changed
-   within `ttft_window`, and no higher count was recommended within the
-   `scaleDown.stabilizationSeconds` window (else `Stabilizing`). It then removes at most
-   `scaleDown.maxStepReplicas` (`ScaledDown`). On the first tick with empty memory, the
-   current count counts as recommended, so a restart that lost its memory removes nothing
-   for a full window.
-5. Otherwise `Steady`, or `AtMinReplicas` when the load would allow fewer than min.
+1. Bounds: a Deployment outside [min, max] goes straight to the bound.
+2. No data, no move: queue depth and running requests must be present, finite and fresh.
+3. What replicas fix. p95 TTFT is waiting plus prefill; replicas shorten only the wait. A
+   breach while requests hardly wait (mean queue time within its budget, `wait_budget`)
+   adds nothing: `Decision.slo_unattainable` says why and what would fix it.
+4. Up, fast, on waiting: the queue above its target (`QueueGrowing`) or a breach with
+   requests waiting (`SLOBreached`), once the p95 window reflects the current replicas
+   and no drained backlog's waits are in it (`Stabilizing`).
+5. Up, ahead, on demand: the request rate, smoothed with Holt's linear trend and forecast
+   one cold start ahead, over the capacity learnt per replica (`_learn_capacity`), each
+   replica run at RATE_FILL of it (`DemandRising`). Starting replicas count, so scale-ups
+   never stack; a wrong forecast costs at most one step.
+6. Down, with the load and headroom, whatever TTFT does where prefill breaks it: when the
+   smoothed rate, concurrency and KV cache fit fewer replicas, requests do not wait beyond
+   their share, and no higher count was recommended within the scale-down window.
+7. Otherwise `Steady`, `SLOUnattainable` or `AtMinReplicas`.
+
+Engines without the request-rate and queue-time signals fall back to what came before
+them: TTFT breaches count as waiting, and the concurrency at which the SLO last broke
+(`Memory.slo_knee_per_replica`) bounds scale-downs.
 """
 
 from __future__ import annotations
@@ -212,8 +198,9 @@ class Memory(Model):
         Field(
             gt=0,
             description=(
-                "Requests per second one ready replica serves while requests wait at most 5% of the SLO: lowered "
-                "when they wait more, raised when replicas serve more without waiting."
+                "Requests per second one ready replica serves within the SLO: lowered when the part of TTFT "
+                "replicas fix (or, where prefill breaks the SLO, the queue time) is above its target there, "
+                "raised when it is below."
             ),
         ),
     ] = None
