@@ -2,9 +2,10 @@
 
 Each policy answers ``decide(view) -> Scale`` at every tick (see ``loadgen.fleet``):
 
-* ``inferscale``: the operator's own ``inferscale.policy.decide``, with an InferenceServiceSpec, the
-  operator's ``stale_after`` and ``ttft_window``, and its ``Memory`` carried from tick to tick through a
-  JSON round trip, as the operator keeps it in the InferenceService status.
+* ``inferscale``: the operator's own tick for one service (``inferscale.autoscaler.plan_service``, which
+  asks ``inferscale.policy.decide``), with the operator's ``stale_after`` and ``ttft_window``, and the
+  status it records carried from tick to tick through a JSON round trip, as the operator applies it to
+  the InferenceService and reads it back.
 * ``static-peak``: a fixed count, sized for the trace's peak: the fewest replicas whose pool holds the
   busiest ``interval_s`` window's rate (60 s; refused requests left out) at the SLO, read off the capacity
   curve ``measure_capacity`` measures for this engine and workload (the trace's own request lengths and
@@ -40,9 +41,13 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from inferscale.api import InferenceServiceSpec
-from inferscale.policy import Memory, Observation, decide
+from inferscale.api import InferenceService, InferenceServiceSpec, ObjectMeta
+from inferscale.autoscaler import ServiceView, memory_from, plan_service
+from inferscale.policy import Memory
+from inferscale.promql import ServiceSignals, Signal
+from inferscale.replicas import ReplicaCounts
 
 from loadgen.engine_model import validate_request
 from loadgen.fleet import FleetConfig, FleetResult, FleetView, Scale, simulate
@@ -95,7 +100,13 @@ EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 class InferscalePolicy:
-    """``inferscale.policy.decide`` at every tick, its memory kept as the operator keeps it (JSON)."""
+    """The operator's own tick for one service (``inferscale.autoscaler.plan_service``) at every tick.
+
+    The fleet's view becomes what the operator reads (the Deployment's replicas, the pods' counts and the
+    Prometheus signals), and the status the plan records goes through JSON and back into the next tick's
+    view, as the operator writes it to the InferenceService and reads it again: the policy's memory, the
+    conditions and the last decision included.
+    """
 
     name = "inferscale"
 
@@ -108,49 +119,61 @@ class InferscalePolicy:
         epoch: datetime = EPOCH,
     ) -> None:
         self.spec = spec
+        self.isvc = InferenceService(metadata=ObjectMeta(name="simulated", namespace="fleet"), spec=spec)
         self.stale_after = timedelta(seconds=stale_after_s)
         self.ttft_window = timedelta(seconds=ttft_window_s)
         self.epoch = epoch
-        self.memory = Memory()
+        self.status: dict[str, Any] = {}
 
-    def observation(self, view: FleetView, now: datetime) -> Observation:
-        """The Observation the operator would build (``inferscale.autoscaler.observation``)."""
+    @property
+    def memory(self) -> Memory:
+        """The policy's memory as the last tick left it in the status."""
+        return memory_from(self.status)
+
+    def signals(self, view: FleetView, now: datetime) -> ServiceSignals | None:
+        """What Prometheus would answer for the service: nothing without a ready engine to scrape."""
         if view.ready_replicas == 0:
-            # No ready engine, no engine series in Prometheus.
-            return Observation(
-                current_replicas=view.current_replicas,
-                ready_replicas=0,
-                starting_replicas=view.starting_replicas,
-            )
-        return Observation(
-            current_replicas=view.current_replicas,
-            ready_replicas=view.ready_replicas,
-            starting_replicas=view.starting_replicas,
-            queue_depth=view.queue_depth,
-            running_requests=view.running_requests,
-            ttft_p95_seconds=view.ttft_p95,
-            kv_cache_usage=view.kv_cache_usage,
-            gpu_utilization_percent=view.gpu_utilization,
-            request_rate=view.request_rate,
-            queue_time_seconds=view.queue_time,
-            prefill_time_seconds=view.prefill_time,
-            prefill_p95_seconds=view.prefill_p95,
-            metrics_at=now,
+            return None
+        values = {
+            Signal.QUEUE_DEPTH: view.queue_depth,
+            Signal.RUNNING_REQUESTS: view.running_requests,
+            Signal.KV_CACHE_USAGE: view.kv_cache_usage,
+            Signal.TTFT_P95_SECONDS: view.ttft_p95,
+            Signal.REQUEST_RATE: view.request_rate,
+            Signal.QUEUE_TIME_SECONDS: view.queue_time,
+            Signal.PREFILL_TIME_SECONDS: view.prefill_time,
+            Signal.PREFILL_P95_SECONDS: view.prefill_p95,
+            Signal.GPU_UTILIZATION_PERCENT: view.gpu_utilization,
+        }
+        present = {signal: value for signal, value in values.items() if value is not None}
+        return ServiceSignals(
+            namespace=self.isvc.metadata.namespace,
+            service=self.isvc.metadata.name,
+            sampled_at=now,
+            **{signal.value: value for signal, value in present.items()},
+            observed_at=dict.fromkeys(present, now),  # scraped at the tick: no scrape lag here
+            missing=frozenset(values) - frozenset(present),
         )
 
     def decide(self, view: FleetView) -> Scale:
         now = self.epoch + timedelta(seconds=view.t)
-        decision = decide(
-            self.spec,
-            self.observation(view, now),
-            self.memory,
-            now,
+        service = ServiceView(
+            isvc=self.isvc,
+            status=self.status,
+            deployment_replicas=view.current_replicas,
+            pods=ReplicaCounts(ready=view.ready_replicas, starting=view.starting_replicas),
+        )
+        plan = plan_service(
+            service,
+            self.signals(view, now),
+            metrics_error=None,
+            now=now,
             stale_after=self.stale_after,
             ttft_window=self.ttft_window,
         )
-        # Through JSON, as the operator stores it in status.autoscaler and reads it back next tick.
-        stored = json.dumps(decision.memory.model_dump(mode="json", by_alias=True, exclude_none=True))
-        self.memory = Memory.model_validate(json.loads(stored))
+        # Through JSON, as the operator applies the status and reads it back at the next tick.
+        self.status = json.loads(json.dumps({**self.status, **plan.status}))
+        decision = plan.decision
         return Scale(decision.replicas, decision.reason.value, decision.message)
 
 

@@ -204,3 +204,16 @@ def test_unloaded_ttft_is_what_an_idle_engine_takes() -> None:
             first = next((e.t for e in model.advance(t) if type(e).__name__ == "FirstToken"), None)
         assert first == pytest.approx(unloaded_ttft(A10G, prompt))
     assert math.ceil(7000 / 2048) == 4  # four chunks of chunked prefill
+
+
+def test_inferscale_runs_the_operators_tick_and_its_status_round_trips() -> None:
+    policy = InferscalePolicy(default_spec(A10G, slo_ttft_s=1.0))
+    # Prefill breaks the SLO, nobody waits: the operator's condition says so, and nothing is added.
+    decision = policy.decide(
+        view(t=15.0, ttft_p95=2.5, running_requests=6.0, queue_depth=0.0, queue_time=0.0, prefill_p95=2.4)
+    )
+    assert decision.replicas == 2
+    conditions = {c["type"]: c for c in policy.status["conditions"]}
+    assert conditions["SLOUnattainable"]["status"] == "True"
+    assert policy.status["lastDecision"]["reason"] == decision.reason
+    assert policy.status["signals"]["prefillP95Seconds"] == 2.4
