@@ -5,7 +5,9 @@ engine profile at one p95 TTFT SLO. The traces: the shared Mooncake conversation
 skipped with a note when ``shared/traces`` is not beside the repository) and two synthetic hours made with
 ``loadgen.synthetic_trace`` that have the shape the policy is judged on elsewhere: short prompts (about
 1-1.5k tokens median) and bursty arrivals (Gamma gaps, CV 2.5-3). The cells: each trace on a10g at 1 s and
-3 s, and on h100 at 1 s.
+3 s, and on h100 at 1 s. As a user would, each cell pins ``maxConcurrency`` at the knee ``loadgen knee``
+finds for the profile on the trace's own requests (``loadgen.knee.sweep_simulated``: the same sweep and
+criterion in simulated time; the SLO joins the criterion only where one request alone meets it).
 
 One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_met=A dominated=D runaway=R``:
 
@@ -34,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.fleet_compare import Comparison, Settings, compare, default_spec, engine_for
-from loadgen.fleet_policies import POLICY_NAMES, unloaded_ttft
-from loadgen.profiles import get_profile
+from loadgen.fleet_policies import POLICY_NAMES, refused_requests, unloaded_ttft
+from loadgen.knee import KneeVerdict, find_knee, sweep_simulated
+from loadgen.profiles import EngineProfile, get_profile
 from loadgen.synthetic_trace import synthetic_arrivals
 from loadgen.trace import read_trace
 from loadgen.traffic import Arrival, Lognormal
@@ -106,6 +109,15 @@ def traces(names: Sequence[str]) -> dict[str, list[Arrival]]:
     return out
 
 
+def knee_for(profile: EngineProfile, arrivals: Sequence[Arrival], slo_s: float) -> KneeVerdict:
+    """The concurrency ``loadgen knee`` would recommend for this engine on these requests."""
+    refused = refused_requests(arrivals, profile)
+    requests = [(a.prompt_tokens, a.max_tokens) for i, a in enumerate(arrivals) if i not in refused]
+    levels = sweep_simulated(profile.with_overrides(max_num_seqs=256), requests)
+    baseline = levels[0].ttft_p95
+    return find_knee(levels, slo_ttft=slo_s if baseline is not None and baseline < slo_s else None)
+
+
 def judge(comparison: Comparison, arrivals: Sequence[Arrival]) -> dict[str, Any]:
     """The cell's verdicts for the ``inferscale`` policy (see the module docstring)."""
     summaries = comparison.summaries()
@@ -162,7 +174,8 @@ def main() -> int:
     for trace_name, arrivals in traces(args.traces.split(",")).items():
         for cell in cells:
             t0 = time.perf_counter()
-            profile = get_profile(cell.profile)
+            knee = knee_for(get_profile(cell.profile), arrivals, cell.slo_s)
+            profile = get_profile(cell.profile).with_overrides(max_num_seqs=knee.concurrency or 1)
             spec = default_spec(profile, cell.slo_s)
             settings = Settings(
                 profile=engine_for(profile, spec),
@@ -186,7 +199,7 @@ def main() -> int:
             )
             ratio = "-" if verdict["ratio"] is None else f"{verdict['ratio']:.2f}"
             print(
-                f"{trace_name} {cell.name}: inferscale gpu_s={ours['gpu_seconds']:.0f} "
+                f"{trace_name} {cell.name} knee={knee.concurrency}: inferscale gpu_s={ours['gpu_seconds']:.0f} "
                 f"feasible={verdict['attainment'] * 100:.1f}% vs_oracle={ratio} "
                 f"max_rep={ours['max_replicas']} | oracle gpu_s={oracle['gpu_seconds']:.0f} "
                 f"feasible={verdict['oracle_attainment'] * 100:.1f}% | {others} | "

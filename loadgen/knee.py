@@ -20,15 +20,18 @@ from replicas instead.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from loadgen.client import LiveProgress, RequestRecord, StreamingClient, run_closed_loop
+from loadgen.engine_model import EngineModel, Finished, FirstToken
+from loadgen.profiles import EngineProfile
 from loadgen.stats import percentile
 from loadgen.traffic import LengthDist
 
-__all__ = ["KneeVerdict", "LevelResult", "find_knee", "format_table", "parse_levels", "sweep"]
+__all__ = ["KneeVerdict", "LevelResult", "find_knee", "format_table", "parse_levels", "sweep", "sweep_simulated"]
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 MAX_ERROR_RATE = 0.01
@@ -256,3 +259,64 @@ async def sweep(
             break
         results.append(level_result(c, run.measurement.records, (warmup, warmup + duration)))
     return results
+
+
+def sweep_simulated(
+    profile: EngineProfile,
+    requests: Sequence[tuple[int, int]],
+    levels: Sequence[int] = DEFAULT_LEVELS,
+    *,
+    per_level: int = 400,
+    seed: int = 0,
+) -> list[LevelResult]:
+    """The same sweep as ``sweep``, in simulated time against the simulated engine's model.
+
+    Each level keeps ``concurrency`` requests in flight on one ``EngineModel`` (a new one as each finishes,
+    drawn from ``requests``: ``(prompt, output)`` tokens, e.g. a trace's own) until ``per_level`` have
+    finished: what ``loadgen knee`` would measure against a simengine of this profile, in milliseconds.
+    """
+    if not requests:
+        raise ValueError("sweep_simulated needs at least one (prompt, output) request")
+    return [_simulated_level(profile, requests, c, per_level, random.Random(f"{seed}:{c}")) for c in levels]
+
+
+def _simulated_level(
+    profile: EngineProfile, requests: Sequence[tuple[int, int]], concurrency: int, per_level: int, rng: random.Random
+) -> LevelResult:
+    model = EngineModel(profile, token_events=False)
+    sent: list[tuple[float, int]] = []  # per request id: (sent at, output tokens)
+    first: dict[int, float] = {}
+    finished: dict[int, float] = {}
+    tokens = 0
+
+    def submit(at: float) -> None:
+        prompt, output = requests[rng.randrange(len(requests))]
+        model.submit(len(sent), prompt, output, at=at)
+        sent.append((at, output))
+
+    for _ in range(concurrency):
+        submit(0.0)
+    while len(finished) < per_level and (at := model.next_event_time()) is not None:
+        for event in model.advance(at):
+            if isinstance(event, FirstToken):
+                first[int(event.request_id)] = event.t  # type: ignore[call-overload]
+            elif isinstance(event, Finished):
+                finished[int(event.request_id)] = event.t  # type: ignore[call-overload]
+                tokens += event.generated
+                submit(event.t)
+    done = [rid for rid in finished if rid in first]
+    ttfts = sorted(first[rid] - sent[rid][0] for rid in done)
+    tpots = sorted((finished[rid] - first[rid]) / (sent[rid][1] - 1) for rid in done if sent[rid][1] > 1)
+    e2es = sorted(finished[rid] - sent[rid][0] for rid in done)
+    span = max(finished.values(), default=0.0)
+    return LevelResult(
+        concurrency=concurrency,
+        requests=len(done),
+        errors=0,
+        ttft_p50=percentile(ttfts, 50),
+        ttft_p95=percentile(ttfts, 95),
+        tpot_p50=percentile(tpots, 50),
+        e2e_p95=percentile(e2es, 95),
+        output_tokens_per_s=tokens / span if span > 0 else 0.0,
+        requests_per_s=len(done) / span if span > 0 else 0.0,
+    )

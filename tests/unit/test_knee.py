@@ -59,3 +59,19 @@ def test_levels_parse_and_reject_nonsense() -> None:
     assert parse_levels("8, 1,2,2") == [1, 2, 8]
     with pytest.raises(ValueError, match="'0'"):
         parse_levels("1,0")
+
+
+def test_a_simulated_sweep_finds_the_knee_the_engine_model_has() -> None:
+    from loadgen.knee import sweep_simulated
+    from loadgen.profiles import get_profile
+
+    # A10G at 1,000-token prompts and 200-token outputs, no ceiling of its own: throughput grows with
+    # concurrency while the decode step holds, then TTFT climbs as prefills queue behind each other.
+    engine = get_profile("a10g-llama3-8b-awq").with_overrides(max_num_seqs=256)
+    levels = sweep_simulated(engine, [(1000, 200)], (1, 2, 4, 8, 16, 32, 64), per_level=200)
+    ttft = [lv.ttft_p95 for lv in levels]
+    assert all(t is not None for t in ttft)
+    assert ttft[-1] > 3 * ttft[0]  # the engine does degrade within the sweep
+    assert levels[3].output_tokens_per_s > 4 * levels[0].output_tokens_per_s  # and batching pays before that
+    verdict = find_knee(levels)
+    assert verdict.found and verdict.concurrency is not None and 4 <= verdict.concurrency <= 32
