@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.fleet_compare import Comparison, Settings, compare, default_spec, engine_for
-from loadgen.fleet_policies import POLICY_NAMES, refused_requests, unloaded_ttft
+from loadgen.fleet_policies import POLICY_NAMES, refused_requests
 from loadgen.knee import KneeVerdict, find_knee, sweep_simulated
 from loadgen.profiles import EngineProfile, get_profile
 from loadgen.synthetic_trace import synthetic_arrivals
@@ -118,17 +118,16 @@ def knee_for(profile: EngineProfile, arrivals: Sequence[Arrival], slo_s: float) 
     return find_knee(levels, slo_ttft=slo_s if baseline is not None and baseline < slo_s else None)
 
 
-def judge(comparison: Comparison, arrivals: Sequence[Arrival]) -> dict[str, Any]:
+def judge(comparison: Comparison) -> dict[str, Any]:
     """The cell's verdicts for the ``inferscale`` policy (see the module docstring)."""
     summaries = comparison.summaries()
     ours, oracle = summaries["inferscale"], summaries.get("oracle")
-    settings = comparison.settings
     attained = ours["slo_attainment_feasible"] or 0.0
     oracle_attained = (oracle or {}).get("slo_attainment_feasible") or 0.0
     ratio = ours.get("gpu_vs_oracle")
-    accepted = [a for i, a in enumerate(arrivals) if i not in comparison.results["inferscale"].rejected_ids]
-    infeasible = sum(1 for a in accepted if unloaded_ttft(settings.profile, a.prompt_tokens) > settings.slo_ttft_s)
-    unattainable = infeasible > UNATTAINABLE_SHARE * max(1, len(accepted))
+    # The feasible requests are the accepted ones an idle engine serves within the SLO.
+    accepted = ours["requests"] - ours["rejected"]
+    unattainable = accepted - len(comparison.feasible) > UNATTAINABLE_SHARE * max(1, accepted)
     floor = oracle_attained - ATTAINMENT_SLACK
     if oracle_attained >= 0.95:
         floor = max(floor, 0.95)
@@ -142,9 +141,7 @@ def judge(comparison: Comparison, arrivals: Sequence[Arrival]) -> dict[str, Any]
     ]
     static = summaries.get("static-peak")
     runaway = unattainable and static is not None and ours["gpu_seconds"] > static["gpu_seconds"]
-    unattainable_said = any(
-        e.reason == "SLOUnattainable" for e in comparison.results["inferscale"].scale_events
-    ) or any(row.reason == "SLOUnattainable" for row in comparison.results["inferscale"].timeseries)
+    unattainable_said = any(row.reason == "SLOUnattainable" for row in comparison.results["inferscale"].timeseries)
     return {
         "ratio": ratio,
         "within": ratio is not None and ratio <= GPU_TARGET,
@@ -184,7 +181,7 @@ def main() -> int:
                 policies=tuple(p for p in POLICY_NAMES if p in policies),
             )
             comparison = compare(arrivals, settings, workers=args.workers)
-            verdict = judge(comparison, arrivals)
+            verdict = judge(comparison)
             summaries = comparison.summaries()
             ours, oracle = summaries["inferscale"], summaries["oracle"]
             counts["cells"] += 1

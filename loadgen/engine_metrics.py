@@ -95,7 +95,7 @@ class EngineMetrics(Protocol):
 # --- vLLM ----------------------------------------------------------------------------------------------
 
 # vllm/v1/metrics/loggers.py
-_VLLM_TTFT_BUCKETS = [
+VLLM_TTFT_BUCKETS = [
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
     80.0, 160.0, 640.0, 2560.0,
 ]  # fmt: skip
@@ -210,7 +210,7 @@ class VllmMetrics:
             "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", token_buckets
         )
         self.ttft = histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _VLLM_TTFT_BUCKETS
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", VLLM_TTFT_BUCKETS
         )
         self.itl: Histogram | None = None
         self.tpot: Histogram | None = None

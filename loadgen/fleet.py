@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS
+from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
 from loadgen.engine_model import EngineModel, Finished, FirstToken, Scheduled, validate_request
 from loadgen.profiles import EngineProfile
 from loadgen.stats import percentile
@@ -64,11 +64,8 @@ __all__ = [
     "simulate",
 ]
 
-# vLLM's vllm:time_to_first_token_seconds buckets (vllm/v1/metrics/loggers.py), as the simengine exports.
-TTFT_BUCKETS: tuple[float, ...] = (
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
-    80.0, 160.0, 640.0, 2560.0,
-)  # fmt: skip
+# vLLM's vllm:time_to_first_token_seconds buckets, the ones the simengine exports.
+TTFT_BUCKETS: tuple[float, ...] = tuple(VLLM_TTFT_BUCKETS)
 
 _INF = math.inf
 

@@ -117,11 +117,14 @@ class Settings:
         if not self.interval_s > 0:
             raise ValueError(f"interval_s must be > 0 seconds, got {self.interval_s}")
 
-    def fleet(self, initial_replicas: int, profile: EngineProfile | None = None) -> FleetConfig:
+    def fleet(
+        self, initial_replicas: int, profile: EngineProfile | None = None, *, tick_s: float | None = None
+    ) -> FleetConfig:
+        """The fleet every policy runs on; ``tick_s`` for a baseline whose loop has its own interval."""
         return FleetConfig(
             profile=profile or self.profile,
             initial_replicas=initial_replicas,
-            tick_s=self.tick_s,
+            tick_s=self.tick_s if tick_s is None else tick_s,
             ttft_window_s=self.ttft_window_s,
             drain_timeout_s=float(self.spec.drain_seconds),
             cold_start_s=self.cold_start_s,
@@ -253,7 +256,7 @@ def _run(job: _Job) -> _Done:
         )
     elif name == "wva-saturation":
         policy_wva = WvaSaturation(min_replicas=bounds.min, max_replicas=bounds.max)
-        result = simulate(arrivals, policy_wva, replace(settings.fleet(initial), tick_s=policy_wva.tick_s))
+        result = simulate(arrivals, policy_wva, settings.fleet(initial, tick_s=policy_wva.tick_s))
         th = policy_wva.thresholds
         description = (
             f"llm-d WVA, V1 saturation analyzer: saturated at KV >= {th.kv_cache_threshold:g} or queue >= "
@@ -265,7 +268,7 @@ def _run(job: _Job) -> _Done:
         assert job.capacity is not None
         engine_rps = profiled_engine_rps(job.capacity)
         policy_dyn = DynamoPlanner(engine_rps, min_endpoint=bounds.min, max_replicas=bounds.max)
-        result = simulate(arrivals, policy_dyn, replace(settings.fleet(initial), tick_s=policy_dyn.tick_s))
+        result = simulate(arrivals, policy_dyn, settings.fleet(initial, tick_s=policy_dyn.tick_s))
         description = (
             f"NVIDIA Dynamo planner, throughput mode: ceil(predicted req/s / {engine_rps:.2f} req/s per engine at "
             f"the SLO), ARIMA load predictor, every {policy_dyn.interval_s:g}s; {bounds.min}..{bounds.max}, "
@@ -274,7 +277,7 @@ def _run(job: _Job) -> _Done:
     elif name == "knative-kpa":
         concurrency = 0.7 * spec.max_concurrency
         policy_kpa = KnativeKpa(concurrency, min_replicas=bounds.min, max_replicas=bounds.max)
-        result = simulate(arrivals, policy_kpa, replace(settings.fleet(initial), tick_s=policy_kpa.tick_s))
+        result = simulate(arrivals, policy_kpa, settings.fleet(initial, tick_s=policy_kpa.tick_s))
         description = (
             f"Knative KPA on concurrency: target {concurrency:g} per pod (0.7 x maxConcurrency "
             f"{spec.max_concurrency}), {policy_kpa.stable_window_s:g}s stable / {policy_kpa.panic_window_s:g}s panic "

@@ -38,7 +38,7 @@ import json
 import math
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -555,13 +555,11 @@ def feasible_attainment(result: FleetResult, counted: Sequence[int], slo_ttft_s:
     return sum(1 for i in counted if ttft[i] <= slo_ttft_s) / len(counted)  # NaN (no first token) is a miss
 
 
-def _frontier(
-    runs: Sequence[FleetResult], counted: Sequence[int], slo_ttft_s: float
-) -> tuple[tuple[float, float], ...]:
-    """The runs no cheaper run beats: by cost, each one attaining more than every cheaper one."""
-    points = sorted((r.gpu_seconds, feasible_attainment(r, counted, slo_ttft_s) or 0.0) for r in runs)
+def _frontier(points: Iterable[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """The ``(gpu_seconds, attainment)`` points no other beats: by cost, each attaining more than every
+    cheaper one (of equal costs, the one attaining most)."""
     kept: list[tuple[float, float]] = []
-    for cost, attained in points:
+    for cost, attained in sorted(points, key=lambda p: (p[0], -p[1])):
         if not kept or attained > kept[-1][1]:
             kept.append((cost, attained))
     return tuple(kept)
@@ -660,7 +658,9 @@ def plan_oracle(
             runs += 1
             tried[plan] = OraclePlan(policy, result, runs, keeps_slo(result, counted, slo), chosen.scale * factor)
     chosen.simulations = runs
-    chosen.frontier = _frontier([o.result for o in tried.values()], counted, slo)
+    chosen.frontier = _frontier(
+        (o.result.gpu_seconds, feasible_attainment(o.result, counted, slo) or 0.0) for o in tried.values()
+    )
     return chosen
 
 
@@ -676,8 +676,9 @@ def cheaper_static(
     old = oracle.policy
     flat = SchedulePolicy("oracle", [replicas] * len(old.plan), old.interval_s, old.lead_s)
     # The flat schedule joins the frontier of what planning ahead costs at each attainment.
-    points = [*oracle.frontier, (static_run.gpu_seconds, feasible_attainment(static_run, counted, slo_ttft_s) or 0.0)]
-    frontier = tuple(p for p in sorted(points) if not any(q[0] <= p[0] and q[1] >= p[1] and q != p for q in points))
+    frontier = _frontier(
+        [*oracle.frontier, (static_run.gpu_seconds, feasible_attainment(static_run, counted, slo_ttft_s) or 0.0)]
+    )
     return OraclePlan(
         flat, replace(static_run, policy="oracle"), oracle.simulations, True, 1.0, "static-peak", frontier
     )
