@@ -158,3 +158,34 @@ def test_synthetic_trace_takes_another_shape_from_the_command_line(tmp_path: Pat
     for knots, why in (("0:1,5", "expected SECONDS:REQ_PER_S"), ("5:1", "the first knot must be at time 0")):
         with pytest.raises(argparse.ArgumentTypeError, match=why):
             synthetic_trace.parse_knots(knots)
+
+
+def test_bursty_arrivals_keep_the_rate_and_cluster_more_than_poisson() -> None:
+    def gaps(cv: float) -> list[float]:
+        schedule = build_schedule(Constant(10.0, poisson=True), 600.0, **FIXED, seed=4, cv=cv)
+        return [b.send_time - a.send_time for a, b in itertools.pairwise(schedule)]
+
+    poisson, bursty = gaps(1.0), gaps(3.0)
+    for series in (poisson, bursty):
+        assert statistics.mean(series) == pytest.approx(0.1, rel=0.15)  # 10 req/s either way
+    cv = statistics.pstdev(bursty) / statistics.mean(bursty)
+    assert 2.3 < cv < 3.7 and statistics.pstdev(poisson) / statistics.mean(poisson) < 1.2
+    for bad in (0.0, -1.0, math.inf):
+        with pytest.raises(ValueError, match="cv"):
+            build_schedule(Constant(10.0), 10.0, **FIXED, poisson=True, cv=bad)
+
+
+def test_synthetic_trace_takes_lengths_and_burstiness_and_refuses_bad_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bursty.csv"
+    argv = [str(out), "--duration", "60", "--cv", "2.5", "--prompt", "fixed:1100", "--output", "fixed:220"]
+    assert synthetic_trace.main(argv) == 0
+    rows = [line.split(",") for line in out.read_text().splitlines()[1:]]
+    assert rows and all((r[1], r[2]) == ("1100", "220") for r in rows)
+    with pytest.raises(SystemExit):
+        synthetic_trace.main([str(out), "--cv", "0"])
+    assert "--cv must be > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        synthetic_trace.main([str(out), "--prompt", "lognormal:x"])
+    assert "--prompt" in capsys.readouterr().err
