@@ -22,9 +22,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inferscale import handlers
 from inferscale.config import OperatorConfig
 from inferscale.metrics import MalformedAnswer, MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
+from inferscale.promql import answer_problem
 from pydantic import ValidationError
 
 from tests.unit.test_plan_tick import indexes
@@ -222,6 +225,32 @@ def test_a_malformed_answer_is_a_fault_that_names_the_query_and_what_was_wrong(
     assert message.startswith(f"Prometheus at {fake.url} answered query queue_depth with ")
     assert what in message
     assert "stale" not in message
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+_NEAR_MISS = st.fixed_dictionaries(
+    {},
+    optional={"metric": st.just(CHAT) | _JSON, "value": st.tuples(st.just(1.0) | _JSON, _JSON).map(list) | _JSON},
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(answer=(st.lists(_NEAR_MISS, min_size=1, max_size=3) | _JSON).filter(lambda a: answer_problem(a) is not None))
+def test_any_malformed_answer_over_http_is_a_fault_that_says_why(answer: object) -> None:
+    behaviour = Behaviour(
+        body=json.dumps({"status": "success", "data": {"resultType": "vector", "result": answer}}).encode()
+    )
+    fake = FakePrometheus(behaviour)
+    try:
+        with pytest.raises(MalformedAnswer) as caught:
+            fetch(PrometheusConfig(url=fake.url))
+    finally:
+        fake.stop()
+    assert str(caught.value) == f"Prometheus at {fake.url} answered query queue_depth with {answer_problem(answer)}"
 
 
 def test_the_tick_holds_and_says_what_is_wrong_now_not_what_was_wrong_before(
