@@ -106,7 +106,7 @@ def test_the_issue_spellings_of_the_ceiling_are_refused() -> None:
         ("vllm", "--max-num-batched-tokens=8192"),
         ("vllm", "--max_num_batched_tokens=8192"),
         ("vllm", "--max-num-partial-prefills=2"),
-        ("vllm", "--max-model-len-x=1"),
+        ("vllm", "--model-loader-extra-config={}"),
         ("vllm", "--model-impl=vllm"),
         ("vllm", "--tokenizer-revision=main"),
         ("vllm", "--pipeline-parallel-size=2"),
@@ -115,7 +115,7 @@ def test_the_issue_spellings_of_the_ceiling_are_refused() -> None:
         ("tgi", "--max-client-batch-size=8"),
         ("tgi", "--max-batch-total-tokens=100000"),
         ("tgi", "--master-port=29501"),
-        ("tgi", "--model-id-x"),
+        ("tgi", "--sharded=false"),
         ("tgi", "-e"),
         # clap has no underscore rewriting and no prefix matching: TGI refuses these itself.
         ("tgi", "--max_concurrent_requests=999"),
