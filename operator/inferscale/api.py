@@ -64,6 +64,45 @@ RESERVED_ARGS: dict[Engine, dict[str, str | None]] = {
 }
 
 
+def vllm_reads_as(arg: str) -> tuple[str, ...]:
+    """The reserved long flags vLLM's parser may read `arg` as (none if it is another flag).
+
+    vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py) rewrites `_` to `-` in a
+    `--name` before `=` and leaves argparse's allow_abbrev on, so an unambiguous prefix of a
+    long flag selects it. `-tp` is the one short alias of a reserved flag (engine/arg_utils.py);
+    argparse accepts it as `-tp`, `-tp=N` and, by prefix, `-t`.
+    """
+    reserved = RESERVED_ARGS[Engine.VLLM]
+    if arg.startswith("--"):
+        name = "--" + arg[2:].split("=", 1)[0].replace("_", "-")
+        if name in reserved:
+            return (name,)
+        # A prefix of several flags is an error in argparse, but refusing every prefix of a
+        # reserved flag is still right: no vLLM flag is itself a proper prefix of a reserved one.
+        return tuple(flag for flag in reserved if flag.startswith(name)) if len(name) > 2 else ()
+    return ("--tensor-parallel-size",) if arg.split("=", 1)[0] in ("-tp", "-t") else ()
+
+
+def tgi_reads_as(arg: str) -> tuple[str, ...]:
+    """The reserved long flag TGI's launcher reads `arg` as (none if it is another flag).
+
+    The launcher is clap (launcher/src/main.rs) without infer_long_args: a long flag matches only
+    exactly, with dashes (`--num_shard` is an error), as `--flag=value` or `--flag value`. Its one
+    reserved short is `-p` (port), which clap also reads as `-p8080`, `-p=8080` and after the
+    switches `-e`, `-h`, `-V` in one cluster (`-ep8080`).
+    """
+    reserved = RESERVED_ARGS[Engine.TGI]
+    if arg.startswith("--"):
+        name = arg.split("=", 1)[0]
+        return (name,) if name in reserved else ()
+    cluster = arg[1:] if arg.startswith("-") else ""
+    return ("--port",) if cluster.lstrip("ehV").startswith("p") else ()
+
+
+# How each engine's parser reads a flag: what extraArgs are checked against.
+ENGINE_READS_AS = {Engine.VLLM: vllm_reads_as, Engine.TGI: tgi_reads_as}
+
+
 class Model(BaseModel):
     """Shared configuration: camelCase on the wire, strict about unknown fields."""
 
@@ -311,13 +350,22 @@ class InferenceServiceSpec(Model):
     def _no_reserved_args(self) -> InferenceServiceSpec:
         reserved = RESERVED_ARGS[self.engine]
         for index, arg in enumerate(self.extra_args):
-            flag = arg.split("=", 1)[0]
-            if flag not in reserved:
+            flags = ENGINE_READS_AS[self.engine](arg)
+            if not flags:
                 continue
+            if len(flags) > 1:
+                owners = ", ".join(f"{flag} (from {reserved[flag] or 'the operator itself'})" for flag in flags)
+                raise ValueError(
+                    f"spec.extraArgs[{index}] sets {arg!r}, an abbreviation of {owners}, which the operator sets: "
+                    "remove it from spec.extraArgs and set the field of the flag you meant instead"
+                )
+            (flag,) = flags
             owner = reserved[flag]
+            written = arg.split("=", 1)[0]
+            spelled = "" if written == flag else f" (as {arg!r}, which {self.engine.value} reads as {flag})"
             fix = f"remove it from spec.extraArgs and set {owner} instead" if owner else "remove it from spec.extraArgs"
             where = f"the operator sets it from {owner}" if owner else "the operator sets it itself"
-            raise ValueError(f"spec.extraArgs[{index}] sets {flag}, but {where}: {fix}")
+            raise ValueError(f"spec.extraArgs[{index}] sets {flag}{spelled}, but {where}: {fix}")
         return self
 
     @property

@@ -3,7 +3,8 @@
 Build one `PrometheusSignals` at startup and call `fetch_all(now=...)` once per tick. It is
 synchronous (prometheus-api-client uses requests), so run it off the event loop, e.g.
 `await asyncio.to_thread(signals.fetch_all, now=now)`. The query text and the parsing
-live in `promql`; failures come out as our own `MetricsUnavailable` or `QueryFailed`.
+live in `promql`; failures come out as our own `MetricsUnavailable`, `QueryFailed` or
+`MalformedAnswer`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import requests
 from prometheus_api_client import PrometheusConnect
@@ -30,6 +31,7 @@ from inferscale.promql import (
     ServiceSignals,
     Signal,
     SignalQuery,
+    answer_problem,
     build_queries,
     parse_pod_load,
     parse_signals,
@@ -37,6 +39,7 @@ from inferscale.promql import (
 )
 
 __all__ = [
+    "MalformedAnswer",
     "MetricsError",
     "MetricsUnavailable",
     "PrometheusClient",
@@ -66,6 +69,10 @@ class QueryFailed(MetricsError):
     def __init__(self, message: str, *, query: str) -> None:
         super().__init__(message)
         self.query = query
+
+
+class MalformedAnswer(MetricsError):
+    """Prometheus answered a query with something that is not an instant vector of numbers."""
 
 
 class PrometheusConfig(BaseModel):
@@ -123,11 +130,23 @@ def _prometheus_error(error: PrometheusApiClientException) -> tuple[int | None, 
         return None, str(error)
     status, body = int(match[1]), match[2]
     try:
-        raw = ast.literal_eval(body)
-        decoded = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
-        return status, f"{decoded.get('errorType', 'error')}: {decoded.get('error', '')}"
-    except (ValueError, SyntaxError, TypeError, AttributeError):
-        return status, body[:300]
+        raw = ast.literal_eval(body)  # the client writes the body as a bytes repr: b'...'
+    except (ValueError, SyntaxError, TypeError):
+        raw = body
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    try:
+        decoded: Any = json.loads(text)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict) and "error" in decoded:
+        return status, f"{decoded.get('errorType', 'error')}: {_cut(str(decoded['error']))}"
+    return status, _cut(text)
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """An error body on one line and at most `limit` characters: it goes into a condition message."""
+    line = " ".join(text.split()) or "(empty body)"
+    return line if len(line) <= limit else f"{line[: limit - 3]}..."
 
 
 class PrometheusClient:
@@ -192,9 +211,10 @@ class PrometheusClient:
             raise MetricsUnavailable(
                 f"Cannot read the bearer token file {error.filename}: {error.strerror}; query {name} not sent"
             ) from None
-        if not isinstance(result, list):
-            raise QueryFailed(f"Query {name} did not return an instant vector", query=promql)
-        return result
+        problem = answer_problem(result)
+        if problem is not None:
+            raise MalformedAnswer(f"Prometheus at {url} answered query {name} with {problem}")
+        return cast(list[Any], result)
 
 
 def _reason(error: requests.exceptions.RequestException) -> str:
@@ -229,7 +249,7 @@ class PrometheusSignals:
         """Run the query set evaluated at `now`; signals keyed by (namespace, service).
 
         Services without any series are absent: use ServiceSignals.nothing_observed.
-        Raises MetricsUnavailable or QueryFailed; the whole budget is config.timeout_seconds.
+        Raises MetricsUnavailable, QueryFailed or MalformedAnswer; the whole budget is config.timeout_seconds.
         """
         if now.tzinfo is None:
             raise ValueError("now must be timezone-aware (e.g. datetime.now(UTC))")
@@ -262,7 +282,7 @@ class PrometheusSignals:
         try:
             signals = parse_signals(results, sampled_at=now, options=self.options)
         except ValueError as error:
-            raise QueryFailed(f"Unexpected answer from Prometheus: {error}", query="") from None
+            raise MalformedAnswer(f"Prometheus at {config.url}: {error}") from None
         logger.debug(
             "Queried Prometheus for signals",
             extra={"queries": len(self.queries), "services": len(signals), "seconds": time.monotonic() - started},
@@ -276,4 +296,4 @@ class PrometheusSignals:
         try:
             return parse_pod_load(result, self.options)
         except ValueError as error:
-            raise QueryFailed(f"Unexpected answer from Prometheus: {error}", query=query) from None
+            raise MalformedAnswer(f"Prometheus at {self.client.config.url}: {error}") from None

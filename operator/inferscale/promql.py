@@ -97,13 +97,14 @@ own series, so the engine scrape must carry the pod name in a `pod` label as wel
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -419,34 +420,91 @@ class ServiceSignals(BaseModel):
         return cls(namespace=namespace, service=service, sampled_at=sampled_at, missing=frozenset(Signal))
 
 
-def _number(raw: Any) -> float:
-    """A sample value as Prometheus sends it ("1.5", "NaN", "+Inf"); NaN when unreadable."""
+def _shown(value: object) -> str:
+    """A value out of an answer, as JSON and cut short, for a message about what was wrong with it."""
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def _sample_problem(sample: object) -> str | None:
+    """What makes `sample` not an instant-vector sample ({"metric": {...}, "value": [t, "v"]}), if anything."""
+    if not isinstance(sample, dict):
+        return f"it is {_shown(sample)}, not an object"
+    metric, value = sample.get("metric"), sample.get("value")
+    if not isinstance(metric, dict):
+        return f"its metric is {_shown(metric)}, not an object of labels"
+    for name, label in metric.items():
+        if not isinstance(label, str):
+            return f"its label {name} is {_shown(label)}, not a string"
+    if not isinstance(value, list) or len(value) != 2:
+        return f'its value is {_shown(value)}, not a [timestamp, "number"] pair'
+    timestamp, number = value
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int | float):
+        return f"its timestamp is {_shown(timestamp)}, not a number"
+    if not isinstance(number, str) or not _is_number(number):
+        return f"its value is {_shown(number)}, not a number in a string"
+    return None
+
+
+def _is_number(text: str) -> bool:
+    """Whether Prometheus' text for a sample value reads as a float ("NaN" and "+Inf" do)."""
     try:
-        return float(raw)
-    except (TypeError, ValueError):
-        return math.nan
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
-def _samples(
-    result: Sequence[Mapping[str, Any]], options: QueryOptions
-) -> Iterable[tuple[ServiceKey, Mapping[str, str], float]]:
-    """(key, labels, value) for each sample of an instant-vector result that names a service."""
-    if not isinstance(result, Sequence):
-        raise ValueError(f"expected an instant vector (a list of samples), got {type(result).__name__}")
+def answer_problem(result: object) -> str | None:
+    """What makes `result` not the `data.result` of an instant-vector answer, in words; None if nothing.
+
+    The first malformed sample is described, with how many others there are: enough to find it.
+    """
+    if not isinstance(result, list):
+        return f"{_shown(result)} where a list of samples belongs"
+    problems = [(index, problem) for index, sample in enumerate(result) if (problem := _sample_problem(sample))]
+    if not problems:
+        return None
+    (index, problem), others = problems[0], len(problems) - 1
+    more = f" ({others} more malformed)" if others else ""
+    return f"sample {index + 1} of {len(result)}: {problem}{more}"
+
+
+def _samples(result: list[Any], options: QueryOptions) -> Iterable[tuple[ServiceKey, dict[str, str], float]]:
+    """(key, labels, value) for each sample of a checked instant-vector result that names a service."""
     for sample in result:
-        if not isinstance(sample, Mapping):
-            raise ValueError(f"expected an instant vector sample (an object), got {sample!r:.80}")
-        labels = sample.get("metric") or {}
-        value = sample.get("value") or (None, None)
+        labels, value = sample["metric"], sample["value"]
         namespace = labels.get(options.namespace_label)
         service = labels.get(options.service_label)
-        if not namespace or not service:
-            continue
-        yield (namespace, service), labels, _number(value[1] if len(value) > 1 else None)
+        if namespace and service:
+            yield (namespace, service), labels, float(value[1])
+
+
+def _checked(results: Mapping[str, object]) -> dict[str, list[Any]]:
+    """The answers by query name, each an instant vector; ValueError naming the query and what is wrong."""
+    for name, result in results.items():
+        if (problem := answer_problem(result)) is not None:
+            raise ValueError(f"query {name} answered {problem}")
+    return {name: cast(list[Any], result) for name, result in results.items()}
+
+
+def _scrape_time(seconds: float, sampled_at: datetime) -> datetime:
+    """A freshness sample as a time; ValueError when it is no time Prometheus could have scraped at.
+
+    A sample is never newer than the evaluation time; one from the future would keep the
+    service's signals fresh for good.
+    """
+    try:
+        scraped = datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"query {FRESHNESS} answered {seconds:g}, which is not a Unix time") from None
+    if scraped > sampled_at + timedelta(seconds=1):
+        raise ValueError(f"query {FRESHNESS} answered a scrape at {scraped.isoformat()}, after the query's own time")
+    return scraped
 
 
 def parse_signals(
-    results: Mapping[str, Sequence[Mapping[str, Any]]],
+    results: Mapping[str, object],
     *,
     sampled_at: datetime,
     options: QueryOptions | None = None,
@@ -455,18 +513,21 @@ def parse_signals(
 
     `results[name]` is the `data.result` list of Prometheus' instant-query answer. Series
     without a namespace or service label are ignored. Services that appear in no answer
-    are not in the returned dict (see ServiceSignals.nothing_observed).
+    are not in the returned dict (see ServiceSignals.nothing_observed). An answer that is
+    not an instant vector, or has a malformed sample, is a ValueError that names the query
+    and what is wrong: a tick must not act on part of an answer it cannot read.
     """
     options = options or QueryOptions()
     if sampled_at.tzinfo is None:
         raise ValueError("sampled_at must be timezone-aware (e.g. datetime.now(UTC))")
+    answers = _checked(results)
 
     values: dict[ServiceKey, dict[Signal, float]] = {}
     derived: dict[ServiceKey, bool] = {}
     scraped: dict[ServiceKey, dict[Source, datetime]] = {}
     seen: set[ServiceKey] = set()
 
-    for name, result in results.items():
+    for name, result in answers.items():
         if name == FRESHNESS:
             continue
         signal = _SECOND_QUERIES.get(name) or Signal(name)
@@ -484,14 +545,14 @@ def parse_signals(
             else:
                 current[signal] = number
 
-    for key, labels, number in _samples(results.get(FRESHNESS, []), options):
+    for key, labels, number in _samples(answers.get(FRESHNESS, []), options):
         seen.add(key)
         try:
             source = Source(labels.get(SOURCE_LABEL, ""))
         except ValueError:
             continue
         if math.isfinite(number):
-            scraped.setdefault(key, {})[source] = datetime.fromtimestamp(number, UTC)
+            scraped.setdefault(key, {})[source] = _scrape_time(number, sampled_at)
 
     signals = {}
     for key in sorted(seen):
@@ -537,13 +598,14 @@ def pod_load_query(options: QueryOptions | None = None) -> str:
     return f"sum by ({by}) ({VLLM_RUNNING} or {TGI_BATCH_SIZE}) + sum by ({by}) ({VLLM_WAITING} or {TGI_QUEUE_SIZE})"
 
 
-def parse_pod_load(
-    result: Sequence[Mapping[str, Any]], options: QueryOptions | None = None
-) -> dict[ServiceKey, dict[str, float]]:
-    """{(namespace, service): {pod: requests in flight}}; pods with a NaN value are left out."""
+def parse_pod_load(result: object, options: QueryOptions | None = None) -> dict[ServiceKey, dict[str, float]]:
+    """{(namespace, service): {pod: requests in flight}}; pods with a NaN value are left out.
+
+    A malformed answer is a ValueError, as in parse_signals.
+    """
     o = options or QueryOptions()
     loads: dict[ServiceKey, dict[str, float]] = {}
-    for key, labels, value in _samples(result, o):
+    for key, labels, value in _samples(_checked({"pod_load": result})["pod_load"], o):
         pod = labels.get(o.pod_label)
         if pod and math.isfinite(value):
             loads.setdefault(key, {})[pod] = value

@@ -160,8 +160,11 @@ def render_markdown() -> str:
         ),
         "",
         "Checked by the operator (a schema cannot): `spec.extraArgs` must not set a flag the operator sets "
-        "itself, or the pinned batch ceiling could be overridden. Such a spec gets the condition "
-        "`Reconciled=False` with reason `InvalidSpec` and a message naming the entry and the fix.",
+        "itself, or the pinned batch ceiling could be overridden. Every spelling the engine's own parser reads "
+        "as that flag is refused: for vLLM, underscores for dashes (`--max_num_seqs`), argparse's abbreviations "
+        "(`--max-num-seq`) and `-tp`; for TGI, the exact flag and `-p` for `--port` (clap matches nothing "
+        "else). Such a spec gets the condition `Reconciled=False` with reason `InvalidSpec` and a message "
+        "naming the entry and the fix.",
         "",
         *_table(
             ["engine", "refused flag in spec.extraArgs", "set instead"],

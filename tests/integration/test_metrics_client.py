@@ -6,7 +6,9 @@ be made to misbehave on demand (refuse a token, stall, answer HTML).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import ssl
 import subprocess
 import threading
@@ -16,11 +18,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from inferscale.metrics import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from inferscale import handlers
+from inferscale.config import OperatorConfig
+from inferscale.metrics import MalformedAnswer, MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
+from inferscale.promql import answer_problem
 from pydantic import ValidationError
+
+from tests.unit.test_plan_tick import indexes
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 EMPTY_VECTOR = {"status": "success", "data": {"resultType": "vector", "result": []}}
@@ -165,6 +175,109 @@ def test_a_url_that_is_not_prometheus_is_unavailable(fake: FakePrometheus, behav
 
     with pytest.raises(MetricsUnavailable, match="not a Prometheus API result: check the url"):
         fetch(PrometheusConfig(url=fake.url))
+
+
+def test_an_error_body_that_is_not_json_reaches_the_message_as_text(fake: FakePrometheus, behaviour: Behaviour) -> None:
+    behaviour.status, behaviour.body, behaviour.content_type = 500, b"internal error\n", "text/plain"
+
+    with pytest.raises(MetricsUnavailable) as caught:
+        fetch(PrometheusConfig(url=fake.url))
+    assert str(caught.value) == f"Prometheus at {fake.url} failed query queue_depth (HTTP 500): internal error"
+
+
+def test_a_long_error_page_is_cut_to_one_short_line(fake: FakePrometheus, behaviour: Behaviour) -> None:
+    page = "<html>\n<body>\n" + "Bad gateway. " * 100 + "</body></html>"
+    behaviour.status, behaviour.body, behaviour.content_type = 502, page.encode(), "text/html"
+
+    with pytest.raises(MetricsUnavailable) as caught:
+        fetch(PrometheusConfig(url=fake.url))
+    detail = str(caught.value).split("(HTTP 502): ", 1)[1]
+    assert detail.startswith("<html> <body> Bad gateway. Bad gateway.")
+    assert detail.endswith("...") and len(detail) == 200 and "\n" not in detail
+
+
+CHAT = {"namespace": "a", "service": "chat"}
+
+
+def vector(*samples: object) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": list(samples)}}).encode()
+
+
+@pytest.mark.parametrize(
+    ("sample", "what"),
+    [
+        ({"metric": "chat", "value": [1.0, "1"]}, 'sample 1 of 1: its metric is "chat", not an object of labels'),
+        (
+            {"metric": {"namespace": "a", "service": "chat"}, "value": [1.0, "busy"]},
+            'its value is "busy", not a number',
+        ),
+        ({"metric": {"namespace": "a", "service": "chat"}, "value": 3}, 'its value is 3, not a [timestamp, "number"]'),
+    ],
+)
+def test_a_malformed_answer_is_a_fault_that_names_the_query_and_what_was_wrong(
+    fake: FakePrometheus, behaviour: Behaviour, sample: object, what: str
+) -> None:
+    behaviour.body = vector(sample)
+
+    with pytest.raises(MalformedAnswer) as caught:
+        fetch(PrometheusConfig(url=fake.url))
+    message = str(caught.value)
+    assert message.startswith(f"Prometheus at {fake.url} answered query queue_depth with ")
+    assert what in message
+    assert "stale" not in message
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+_NEAR_MISS = st.fixed_dictionaries(
+    {},
+    optional={"metric": st.just(CHAT) | _JSON, "value": st.tuples(st.just(1.0) | _JSON, _JSON).map(list) | _JSON},
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(answer=(st.lists(_NEAR_MISS, min_size=1, max_size=3) | _JSON).filter(lambda a: answer_problem(a) is not None))
+def test_any_malformed_answer_over_http_is_a_fault_that_says_why(answer: object) -> None:
+    behaviour = Behaviour(
+        body=json.dumps({"status": "success", "data": {"resultType": "vector", "result": answer}}).encode()
+    )
+    fake = FakePrometheus(behaviour)
+    try:
+        with pytest.raises(MalformedAnswer) as caught:
+            fetch(PrometheusConfig(url=fake.url))
+    finally:
+        fake.stop()
+    assert str(caught.value) == f"Prometheus at {fake.url} answered query queue_depth with {answer_problem(answer)}"
+
+
+def test_the_tick_holds_and_says_what_is_wrong_now_not_what_was_wrong_before(
+    fake: FakePrometheus, behaviour: Behaviour
+) -> None:
+    """Through the real client and the tick's planning: each tick's condition carries its own fault."""
+    index = indexes({("a", "chat"): 3})
+
+    def metrics_condition(signals: PrometheusSignals) -> dict[str, Any]:
+        planned = asyncio.run(handlers.plan_tick(signals, OperatorConfig(), index, logging.getLogger("tick")))
+        assert planned is not None
+        [(_, _, held)] = planned.plans
+        assert held.scale_to is None  # replicas are held, on purpose
+        return next(c for c in held.status["conditions"] if c["type"] == "MetricsAvailable")
+
+    with PrometheusSignals(PrometheusConfig(url=fake.url)) as signals:
+        behaviour.body = vector({"metric": ["namespace", "a"], "value": [1.0, "1"]})
+        first = metrics_condition(signals)
+        assert first["status"] == "False"
+        assert "answered query queue_depth with sample 1 of 1: its metric is [" in first["message"]
+
+        behaviour.status, behaviour.body = 500, b"internal error"
+        index.isvcs[("a", "chat")][0]["status"]["conditions"] = [first]
+        second = metrics_condition(signals)
+        assert second["message"] == (
+            f"Prometheus at {fake.url} failed query queue_depth (HTTP 500): internal error; replicas are held"
+        )
 
 
 def test_a_stalled_prometheus_fails_within_the_budget(fake: FakePrometheus, behaviour: Behaviour) -> None:

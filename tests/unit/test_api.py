@@ -2,7 +2,7 @@
 input that gets a message naming the field and the fix."""
 
 import pytest
-from inferscale.api import DEFAULT_IMAGES, Engine, InvalidSpec, parse_name, parse_spec
+from inferscale.api import DEFAULT_IMAGES, RESERVED_ARGS, Engine, InvalidSpec, parse_name, parse_spec
 
 
 def test_five_line_manifest_gets_documented_defaults() -> None:
@@ -62,21 +62,69 @@ def test_bad_input_names_the_field(spec: dict[str, object], expected: str) -> No
     assert expected in str(error.value)
 
 
-@pytest.mark.parametrize(
-    ("engine", "arg", "owner"),
-    [
-        ("vllm", "--max-num-seqs=256", "spec.maxConcurrency"),
-        ("vllm", "--max-model-len", "spec.maxModelLen"),
-        ("tgi", "--max-concurrent-requests=512", "spec.maxConcurrency"),
-        ("tgi", "--num-shard", "spec.gpusPerReplica"),
-    ],
-)
-def test_extra_args_cannot_override_the_pinned_ceiling(engine: str, arg: str, owner: str) -> None:
+def _vllm_spellings(flag: str) -> list[str]:
+    """Every way vLLM's parser lets extraArgs say `flag`: underscores, `=value`, unambiguous prefixes."""
+    names = {flag[:end] for end in range(3, len(flag) + 1)}  # "--m" up to the whole flag
+    names |= {"--" + name[2:].replace("-", "_") for name in names}
+    return sorted(names | {f"{name}=999" for name in names})
+
+
+_SPELLINGS = [
+    *[("vllm", flag, spelling) for flag in RESERVED_ARGS[Engine.VLLM] for spelling in _vllm_spellings(flag)],
+    *[("vllm", "--tensor-parallel-size", spelling) for spelling in ["-tp", "-tp=2", "-t"]],
+    *[("tgi", flag, spelling) for flag in RESERVED_ARGS[Engine.TGI] for spelling in [flag, f"{flag}=999"]],
+    *[("tgi", "--port", spelling) for spelling in ["-p", "-p8080", "-p=8080", "-ep8080", "-ep"]],
+]
+
+
+@pytest.mark.parametrize(("engine", "flag", "spelling"), _SPELLINGS)
+def test_extra_args_cannot_set_a_reserved_flag_in_any_spelling_the_engine_accepts(
+    engine: str, flag: str, spelling: str
+) -> None:
+    # A separate value ("--max-num-seqs", "999") is the same first entry as the bare flag.
     with pytest.raises(InvalidSpec) as error:
-        parse_spec({"engine": engine, "model": {"id": "m"}, "extraArgs": ["--dtype", "bfloat16", arg]})
+        parse_spec({"engine": engine, "model": {"id": "m"}, "extraArgs": ["--dtype", "bfloat16", spelling, "999"]})
     message = str(error.value)
     assert message.startswith("spec.extraArgs[2] sets ")
-    assert f"set {owner} instead" in message
+    assert flag in message
+    assert (RESERVED_ARGS[Engine(engine)][flag] or "the operator") in message  # who owns the setting
+    assert "remove it from spec.extraArgs" in message
+    if spelling.split("=", 1)[0] != flag:
+        assert repr(spelling) in message  # the user sees which entry was read as the flag
+
+
+def test_the_issue_spellings_of_the_ceiling_are_refused() -> None:
+    for spelling in ["--max_num_seqs=999", "--max-num-seq=999"]:
+        with pytest.raises(InvalidSpec, match=r"spec\.extraArgs\[0\] sets --max-num-seqs .*set spec\.maxConcurrency"):
+            parse_spec({"engine": "vllm", "model": {"id": "m"}, "extraArgs": [spelling]})
+
+
+@pytest.mark.parametrize(
+    ("engine", "arg"),
+    [
+        # Real flags that share a prefix with a reserved one, but are not a prefix of it.
+        ("vllm", "--max-num-batched-tokens=8192"),
+        ("vllm", "--max_num_batched_tokens=8192"),
+        ("vllm", "--max-num-partial-prefills=2"),
+        ("vllm", "--model-loader-extra-config={}"),
+        ("vllm", "--model-impl=vllm"),
+        ("vllm", "--tokenizer-revision=main"),
+        ("vllm", "--pipeline-parallel-size=2"),
+        ("vllm", "-pp"),
+        ("vllm", "--max-num-seqs.x=4"),  # a dotted JSON key: vLLM fails on it, it does not raise the ceiling
+        ("tgi", "--max-client-batch-size=8"),
+        ("tgi", "--max-batch-total-tokens=100000"),
+        ("tgi", "--master-port=29501"),
+        ("tgi", "--sharded=false"),
+        ("tgi", "-e"),
+        # clap has no underscore rewriting and no prefix matching: TGI refuses these itself.
+        ("tgi", "--max_concurrent_requests=999"),
+        ("tgi", "--max-concurrent=999"),
+    ],
+)
+def test_flags_that_only_share_a_prefix_with_a_reserved_flag_are_passed_through(engine: str, arg: str) -> None:
+    spec = parse_spec({"engine": engine, "model": {"id": "m"}, "extraArgs": [arg]})
+    assert spec.extra_args == [arg]
 
 
 def test_extra_args_of_the_other_engine_are_passed_through() -> None:

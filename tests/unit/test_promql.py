@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inferscale.promql import (
     FRESHNESS,
     PREFILL_P95_TGI,
@@ -14,6 +16,7 @@ from inferscale.promql import (
     ServiceSignals,
     Signal,
     Source,
+    answer_problem,
     build_queries,
     parse_signals,
 )
@@ -326,7 +329,7 @@ def test_a_service_moving_between_engines_reports_the_worse_ttft() -> None:
     assert (signals.ttft_p95_seconds, signals.ttft_derived) == (0.9, True)
 
 
-@pytest.mark.parametrize("raw", ["NaN", "+Inf", "-Inf", "not a number"])
+@pytest.mark.parametrize("raw", ["NaN", "+Inf", "-Inf"])
 def test_nan_and_infinite_values_are_missing(raw: str) -> None:
     results = {**VLLM_CHAT, "ttft_p95_seconds": [sample(raw, namespace="team-a", service="chat")]}
     chat = parse(results)[("team-a", "chat")]
@@ -425,9 +428,65 @@ def test_sampled_at_must_carry_a_timezone() -> None:
         parse_signals(VLLM_CHAT, sampled_at=NOW.replace(tzinfo=None))
 
 
-def test_an_answer_that_is_not_an_instant_vector_is_refused() -> None:
-    with pytest.raises(ValueError, match="instant vector"):
-        parse_signals({"queue_depth": [T, "1"]}, sampled_at=NOW)  # a scalar's shape
+GOOD = {"metric": {"namespace": "team-a", "service": "chat"}, "value": [T, "1"]}
+
+
+@pytest.mark.parametrize(
+    ("answer", "what"),
+    [
+        ({"resultType": "vector"}, '{"resultType": "vector"} where a list of samples belongs'),
+        ("1", '"1" where a list of samples belongs'),
+        ([T, "1"], f"sample 1 of 2: it is {T}, not an object"),  # a scalar's shape
+        ([GOOD, {**GOOD, "metric": "team-a/chat"}], 'sample 2 of 2: its metric is "team-a/chat", not an object'),
+        ([{"value": [T, "1"]}], "sample 1 of 1: its metric is null, not an object"),
+        ([{**GOOD, "metric": {"namespace": "team-a", "service": 7}}], "its label service is 7, not a string"),
+        ([{**GOOD, "value": "1"}], 'its value is "1", not a [timestamp, "number"] pair'),
+        ([{**GOOD, "value": [T]}], f'its value is [{T}], not a [timestamp, "number"] pair'),
+        ([{**GOOD, "value": [T, "1", "2"]}], "not a [timestamp, "),
+        ([{**GOOD, "value": ["now", "1"]}], 'its timestamp is "now", not a number'),
+        ([{**GOOD, "value": [True, "1"]}], "its timestamp is true, not a number"),
+        ([{**GOOD, "value": [T, "lots"]}], 'its value is "lots", not a number in a string'),
+        ([{**GOOD, "value": [T, 3]}], "its value is 3, not a number in a string"),
+        ([{**GOOD, "value": [T, None]}], "its value is null, not a number in a string"),
+        ([{**GOOD, "value": [T, "x" * 100]}], 'its value is "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..., not'),
+        ([GOOD, "a", GOOD, 5], 'sample 2 of 4: it is "a", not an object (1 more malformed)'),
+    ],
+)
+def test_a_malformed_answer_is_refused_naming_the_query_and_what_is_wrong(answer: Any, what: str) -> None:
+    # Every other answer is well formed: the one bad answer alone spoils the tick.
+    with pytest.raises(ValueError) as refused:
+        parse({**VLLM_CHAT, "ttft_p95_seconds": answer})
+    message = str(refused.value)
+    assert message.startswith("query ttft_p95_seconds answered ")
+    assert what in message
+
+
+@pytest.mark.parametrize(
+    ("scraped", "what"),
+    [
+        ("1e300", "answered 1e+300, which is not a Unix time"),
+        (f"{T + 3600:.3f}", "answered a scrape at 2026-"),
+        (f"{T + 3600:.3f}", "after the query's own time"),
+    ],
+)
+def test_a_freshness_answer_that_is_no_scrape_time_is_refused(scraped: str, what: str) -> None:
+    # Stale would be a lie (the engine may be fine), and a time in the future would keep it fresh for good.
+    results = {**VLLM_CHAT, "freshness": [sample(scraped, namespace="team-a", service="chat", source="engine")]}
+    with pytest.raises(ValueError, match="query freshness ") as refused:
+        parse(results)
+    assert what in str(refused.value)
+
+
+def test_a_malformed_pod_load_answer_is_refused() -> None:
+    from inferscale.promql import parse_pod_load
+
+    with pytest.raises(ValueError, match=r"query pod_load answered sample 1 of 1: its metric is \[\], not an object"):
+        parse_pod_load([{"metric": [], "value": [T, "2"]}])
+
+
+def test_well_formed_answers_have_no_problem() -> None:
+    assert all(answer_problem(answer) is None for answer in VLLM_CHAT.values())
+    assert answer_problem([]) is None
 
 
 def test_pod_load_query_covers_every_service_in_one_query() -> None:
@@ -444,3 +503,29 @@ def test_pod_load_query_covers_every_service_in_one_query() -> None:
         {"metric": {"namespace": "b", "pod": "orphan"}, "value": [0, "9"]},
     ]
     assert parse_pod_load(result) == {("a", "s"): {"p1": 3.0, "p2": 0.0}, ("b", "t"): {"q": 1.5}}
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+# Near misses as well as noise: samples whose parts are each right or any JSON at all.
+_SAMPLE = st.fixed_dictionaries(
+    {},
+    optional={
+        "metric": st.just({"namespace": "team-a", "service": "chat"}) | _JSON,
+        "value": st.tuples(st.just(T) | _JSON, st.sampled_from(["1", "NaN", "+Inf"]) | _JSON).map(list) | _JSON,
+    },
+)
+
+
+@settings(deadline=None)  # a shared CI machine can stall one example past hypothesis' 200 ms
+@given(answer=st.lists(_SAMPLE | _JSON, max_size=4) | _JSON, query=st.sampled_from(sorted(VLLM_CHAT)))
+def test_any_answer_either_parses_or_is_refused_with_its_query_named(answer: Any, query: str) -> None:
+    try:
+        signals = parse({**VLLM_CHAT, query: answer})
+    except ValueError as refused:
+        assert str(refused).startswith(f"query {query} answered ")
+    else:
+        assert answer_problem(answer) is None and ("team-a", "chat") in signals
