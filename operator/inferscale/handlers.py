@@ -43,7 +43,7 @@ from inferscale.api import (
     parse_name,
     parse_spec,
 )
-from inferscale.autoscaler import Event, Plan, ServiceView, plan_service
+from inferscale.autoscaler import MEMORY_FIELD, Event, Plan, ServiceView, plan_service
 from inferscale.config import OperatorConfig
 from inferscale.drift import Drift, drift
 from inferscale.kube import Kube, KubeError, NotFound
@@ -645,12 +645,21 @@ async def _act(
             logger.info(f"Scaled Deployment {namespace}/{name} {change}: {decision.message}")
         if _changed(view.status, plan.status):
             await asyncio.to_thread(kube.apply_status, namespace, name, plan.status, manager=AUTOSCALER)
+        if plan.forget:
+            nulls = {"status": {MEMORY_FIELD: dict.fromkeys(plan.forget)}}
+            await asyncio.to_thread(
+                kube.merge_patch, f"{GROUP}/{VERSION}", KIND, namespace, name, nulls, manager=AUTOSCALER,
+                subresource="status",
+            )  # fmt: skip
     except NotFound:
         return  # deleted during the tick
     except KubeError as error:
         logger.warning(f"Scaling {KIND} {namespace}/{name} failed, next tick retries: {error}")
         return
     await _post_events(kube, body["metadata"], plan.events, logger, now=now)
+    for event in plan.events:
+        if event.type == "Warning":
+            logger.warning(f"{KIND} {namespace}/{name}: {event.message}")
 
 
 async def _post_events(
