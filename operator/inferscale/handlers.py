@@ -428,6 +428,8 @@ async def _repair(
         found = drift(desired, actual)
         if found is None:
             return None
+        if found.missing and not await _owner_alive(kube, isvc):
+            return None  # the garbage collector is removing the children of a deleted service
         if kind == "Deployment":
             # An existing Deployment keeps its count (the autoscaler's or the user's); a recreated
             # one starts where the operator last wanted it.
@@ -445,6 +447,17 @@ async def _repair(
     logger.warning(f"Repaired {found.message}")
     await _post_events(kube, parent["metadata"], [Event("Warning", DRIFT_REPAIRED, found.message)], logger)
     return found
+
+
+async def _owner_alive(kube: Kube, isvc: InferenceService) -> bool:
+    """Whether the InferenceService still exists (the same one) and is not being deleted."""
+    namespace, name = isvc.metadata.namespace, isvc.metadata.name
+    try:
+        current = await asyncio.to_thread(kube.get, f"{GROUP}/{VERSION}", KIND, namespace, name)
+    except KubeError:
+        return False  # gone, or unknown: the next event or resync decides again
+    meta = current["metadata"]
+    return bool(meta.get("uid") == isvc.metadata.uid and not meta.get("deletionTimestamp"))
 
 
 async def _resync_loop(
