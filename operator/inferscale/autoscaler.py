@@ -59,14 +59,72 @@ class Plan:
     scale_to: int | None
     status: dict[str, Any]
     events: list[Event] = field(default_factory=list)
+    forget: list[str] = field(default_factory=list)
+    """Fields of status.autoscaler to clear (set to null): the memory no longer holds them."""
 
 
-def memory_from(status: Mapping[str, Any]) -> Memory:
-    """The remembered state in status; a missing or unreadable one starts afresh."""
-    try:
-        return Memory.model_validate(status.get(MEMORY_FIELD) or {})
-    except ValidationError:
-        return Memory()
+def memory_from(status: Mapping[str, Any], now: datetime | None = None) -> Memory:
+    """The remembered state in status, with what does not validate left out (see `remembered`)."""
+    return remembered(status.get(MEMORY_FIELD), now).memory
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """The memory read back from status, and what had to be dropped or corrected on the way."""
+
+    memory: Memory
+    problems: list[str]
+
+
+def remembered(raw: Any, now: datetime | None) -> Remembered:
+    """Parse `status.autoscaler` field by field: it is input like any other (another field manager,
+    or a person, may have written it). A field that fails validation is dropped alone, not the
+    whole memory; a time later than `now` (beyond a clock-skew allowance) is taken as `now`,
+    or the policy would wait on it for good."""
+    if raw is None:
+        return Remembered(Memory(), [])
+    if not isinstance(raw, Mapping):
+        return Remembered(Memory(), [f"status.{MEMORY_FIELD} is a {type(raw).__name__}, not an object; ignored"])
+    kept: dict[str, Any] = {}
+    problems: list[str] = []
+    for alias, value in raw.items():
+        name = _MEMORY_ALIASES.get(alias)
+        if name is None:
+            continue  # another operator version's field: not ours to judge
+        try:
+            parsed = getattr(Memory.model_validate({alias: value}), name)
+        except ValidationError as error:
+            why = error.errors()[0]["msg"]
+            problems.append(f"status.{MEMORY_FIELD}.{alias} ({_short(value)}) is invalid: {why}; dropped")
+            continue
+        if now is not None:
+            parsed, future = _not_after(parsed, now)
+            if future:
+                problems.append(f"status.{MEMORY_FIELD}.{alias} holds a time in the future ({future}); taken as now")
+        kept[name] = parsed
+    return Remembered(Memory(**kept), problems)
+
+
+_MEMORY_ALIASES = {(field.alias or name): name for name, field in Memory.model_fields.items()}
+# Clocks of the operator's replicas and of whoever wrote the status may differ this much.
+CLOCK_SKEW = timedelta(seconds=60)
+
+
+def _not_after(value: Any, now: datetime) -> tuple[Any, str | None]:
+    """The value with any time later than now + CLOCK_SKEW replaced by now, and the first such time."""
+    limit = now + CLOCK_SKEW
+    if isinstance(value, datetime) and value > limit:
+        return now, value.isoformat()
+    if isinstance(value, tuple) and any(entry.time > limit for entry in value):
+        future = next(entry.time for entry in value if entry.time > limit)
+        clamped = tuple(entry.model_copy(update={"time": min(entry.time, now)}) for entry in value)
+        return clamped, future.isoformat()
+    return value, None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def observation(view: ServiceView, signals: ServiceSignals | None) -> Observation:
@@ -208,10 +266,13 @@ def plan_service(
             )
         )
 
+    memory = remembered(status.get(MEMORY_FIELD), now)
+    if memory.problems:
+        events.append(Event("Warning", "RememberedStateInvalid", "; ".join(memory.problems)))
     decision = decide(
         view.isvc.spec,
         observation(view, None if metrics_error else signals),
-        memory_from(status),
+        memory.memory,
         now,
         stale_after=stale_after,
         ttft_window=ttft_window,
@@ -270,10 +331,11 @@ def plan_service(
             "message": decision.message,
             "time": now.isoformat(),
         }
+    kept = decision.memory.model_dump(mode="json", by_alias=True, exclude_none=True)
     new_status: dict[str, Any] = {
         "desiredReplicas": decision.replicas,
         "lastDecision": last_decision,
-        MEMORY_FIELD: decision.memory.model_dump(mode="json", by_alias=True, exclude_none=True),
+        MEMORY_FIELD: kept,
         "conditions": conditions,
     }
     if decision.memory.last_scale_time is not None:
@@ -281,4 +343,20 @@ def plan_service(
     signals_status = _signals_status(signals)
     if signals_status is not None:
         new_status["signals"] = signals_status
-    return Plan(decision=decision, current_replicas=current, scale_to=scale_to, status=new_status, events=events)
+    return Plan(
+        decision=decision,
+        current_replicas=current,
+        scale_to=scale_to,
+        status=new_status,
+        events=events,
+        forget=_forgotten(status.get(MEMORY_FIELD), kept),
+    )
+
+
+def _forgotten(raw: Any, kept: Mapping[str, Any]) -> list[str]:
+    """Remembered fields in status that the new memory no longer holds (None now, or dropped as
+    invalid). Server-side apply leaves a field another manager also owns when it is left out,
+    so these are cleared explicitly."""
+    if not isinstance(raw, Mapping):
+        return []
+    return sorted(alias for alias in raw if alias in _MEMORY_ALIASES and alias not in kept)

@@ -24,6 +24,10 @@ class OperatorConfig(BaseSettings):
     prometheus_ca_file: Path | None = None
     prometheus_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
     tick_seconds: Annotated[float, Field(gt=0, le=3600, description="How often all services are scaled.")] = 15.0
+    resync_seconds: Annotated[
+        float,
+        Field(gt=0, le=3600, description="How often every child is compared with its rendering (missed events)."),
+    ] = 60.0
     ttft_window_seconds: Annotated[int, Field(ge=2, le=3600, description="Range of the p95 TTFT and rate queries.")] = (
         120
     )

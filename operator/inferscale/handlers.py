@@ -6,6 +6,11 @@ Kubernetes' garbage collector remove them, with no finalizer to block the deleti
 while the operator is down. A watch on the children's Deployments keeps the ready
 counts and the Ready condition current.
 
+The children are level-triggered too: a watch on each kind compares every change (and
+deletion) with what the spec renders, and a resync loop does the same from the indexes
+every INFERSCALE_RESYNC_SECONDS for events a broken watch missed. What drifted is put back
+with server-side apply, with a Warning Event naming it (`drift`, pure, decides what counts).
+
 Scaling is one operator-wide loop (started at start-up), not a timer per object: every
 tick it runs one fixed set of PromQL queries for all InferenceServices, reads the
 Deployments and pods from in-memory indexes, asks the pure policy for each service
@@ -38,13 +43,14 @@ from inferscale.api import (
     parse_name,
     parse_spec,
 )
-from inferscale.autoscaler import Plan, ServiceView, plan_service
+from inferscale.autoscaler import MEMORY_FIELD, Event, Plan, ServiceView, plan_service
 from inferscale.config import OperatorConfig
+from inferscale.drift import Drift, drift
 from inferscale.kube import Kube, KubeError, NotFound
 from inferscale.metrics import MetricsError, PrometheusSignals
 from inferscale.promql import ServiceKey, ServiceSignals
 from inferscale.replicas import ReplicaCounts, classify
-from inferscale.status import READY, RECONCILED, condition_json, readiness, set_condition
+from inferscale.status import READY, RECONCILED, condition_json, missing_deployment, readiness, set_condition
 
 # Status writers, one field manager each (see Kube.apply_status).
 RECONCILER = "inferscale-reconciler"
@@ -55,6 +61,8 @@ DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 # API calls of one tick in flight at once.
 TICK_CONCURRENCY = 16
 SECRET_RETRY_SECONDS = 30
+DRIFT_REPAIRED = "DriftRepaired"
+_MANAGED = {"app.kubernetes.io/managed-by": render.MANAGED_BY}
 _RECONCILER_FIELDS = ("observedGeneration", "desiredReplicas", "deploymentName", "endpoint")
 
 
@@ -76,6 +84,17 @@ async def configure(
     memo.kube = await asyncio.to_thread(Kube.from_environment)
     config: OperatorConfig = memo.get("config") or OperatorConfig()
     memo.config = config
+    # One lock per service: the watch and the resync must not repair the same child twice.
+    memo.repair_locks = {}
+    children = Children(
+        isvcs=indexes["inferenceservices"],
+        by_kind={
+            "Deployment": indexes["child_deployments"],
+            "Service": indexes["child_services"],
+            "PodDisruptionBudget": indexes["child_pdbs"],
+        },
+    )
+    memo.resync_loop = asyncio.create_task(_resync_loop(memo.kube, memo.repair_locks, children, config, logger))
     prometheus = config.prometheus()
     if prometheus is None:
         logger.warning("No Prometheus configured (INFERSCALE_PROMETHEUS_URL): reconciling only, not scaling")
@@ -100,10 +119,10 @@ async def configure(
 
 @kopf.on.cleanup()
 async def stop_scaling(memo: kopf.Memo, **_: Any) -> None:
-    task = memo.get("scaling_loop")
-    if task is not None:
+    tasks = [task for task in (memo.get("scaling_loop"), memo.get("resync_loop")) if task is not None]
+    for task in tasks:
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 # --- in-memory indexes the scaling tick reads (kept current by kopf's watches) ---------
@@ -122,7 +141,7 @@ def inferenceservices(
     }
 
 
-@kopf.index("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": render.MANAGED_BY})
+@kopf.index("apps", "v1", "deployments", labels=_MANAGED)
 def engine_deployments(*, namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[ServiceKey, int]:
     return {(namespace or "", name): int(spec.get("replicas") or 0)}
 
@@ -132,6 +151,38 @@ def engine_pods(
     *, namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
 ) -> dict[ServiceKey, tuple[str, str]]:
     return {(namespace or "", labels[render.SERVICE_LABEL]): (name, classify(body))}
+
+
+def _child(body: kopf.Body) -> dict[ServiceKey, dict[str, Any]]:
+    """A child by its owner's key, as drift compares it (no status, no managedFields)."""
+    owner = _owner(body)
+    if owner is None:
+        return {}
+    meta = {key: value for key, value in body["metadata"].items() if key != "managedFields"}
+    return {(meta.get("namespace") or "", owner["name"]): {**dict(body), "metadata": meta, "status": {}}}
+
+
+@kopf.index("apps", "v1", "deployments", labels=_MANAGED)
+def child_deployments(body: kopf.Body, **_: Any) -> dict[ServiceKey, dict[str, Any]]:
+    return _child(body)
+
+
+@kopf.index("", "v1", "services", labels=_MANAGED)
+def child_services(body: kopf.Body, **_: Any) -> dict[ServiceKey, dict[str, Any]]:
+    return _child(body)
+
+
+@kopf.index("policy", "v1", "poddisruptionbudgets", labels=_MANAGED)
+def child_pdbs(body: kopf.Body, **_: Any) -> dict[ServiceKey, dict[str, Any]]:
+    return _child(body)
+
+
+@dataclass(frozen=True)
+class Children:
+    """The InferenceServices and their children by kind, as the resync reads them."""
+
+    isvcs: kopf.Index[ServiceKey, dict[str, Any]]
+    by_kind: dict[str, kopf.Index[ServiceKey, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -221,7 +272,7 @@ def _deployment_replicas(kube: Kube, namespace: str, name: str) -> int | None:
     return int(deployment.get("spec", {}).get("replicas") or 0)
 
 
-def _replicas_to_render(isvc: InferenceService, status: kopf.Status, deployed: int | None) -> int:
+def _replicas_to_render(isvc: InferenceService, status: Mapping[str, Any], deployed: int | None) -> int:
     """Auto: the count the operator last wanted, within the spec's current bounds.
     Manual: whatever the Deployment has (the user's `kubectl scale`)."""
     if isvc.spec.scaling.mode is ScalingMode.MANUAL and deployed is not None:
@@ -257,19 +308,16 @@ def _missing_secret(kube: Kube, isvc: InferenceService) -> str | None:
     return None
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": render.MANAGED_BY})
+def _owner(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The controlling InferenceService's owner reference, if any."""
+    refs = body["metadata"].get("ownerReferences") or []
+    return next((ref for ref in refs if ref.get("kind") == KIND and ref.get("controller")), None)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
 async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     """Mirror an engine Deployment's replica counts and readiness into its owner's status."""
-    if type == "DELETED":
-        return
-    owner = next(
-        (
-            ref
-            for ref in body["metadata"].get("ownerReferences", [])
-            if ref.get("kind") == KIND and ref.get("controller")
-        ),
-        None,
-    )
+    owner = _owner(body)
     if owner is None:
         return
     kube: Kube = memo.kube
@@ -280,8 +328,15 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
         return  # being deleted; the garbage collector takes the Deployment next
     if parent["metadata"]["uid"] != owner["uid"]:
         return
+    if parent["metadata"].get("deletionTimestamp"):
+        return
     existing = (parent.get("status") or {}).get("conditions") or []
-    counts, ready = readiness(body, now=datetime.now(UTC), existing=existing)
+    if type == "DELETED":
+        # Until it is recreated nothing runs: do not leave the last ready count standing.
+        name = body["metadata"]["name"]
+        counts, ready = missing_deployment(namespace, name, now=datetime.now(UTC), existing=existing)
+    else:
+        counts, ready = readiness(body, now=datetime.now(UTC), existing=existing)
     previous: dict[str, Any] = next((c for c in existing if c.get("type") == READY), {})
     if previous.get("reason") != ready.reason:
         logger.info(f"{KIND} {namespace}/{owner['name']} is now {ready.reason}: {ready.message}")
@@ -294,6 +349,140 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
         # Event handlers are not retried; the Deployment's next change (or the next
         # resume) writes the counts again.
         logger.warning(f"Recording readiness of {KIND} {namespace}/{owner['name']} failed: {error}")
+
+
+# --- level-triggered children: put back what drifted ------------------------------------
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=_MANAGED)
+@kopf.on.event("", "v1", "services", labels=_MANAGED)
+@kopf.on.event("policy", "v1", "poddisruptionbudgets", labels=_MANAGED)
+async def child_changed(
+    body: kopf.Body,
+    type: str | None,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    **kwargs: Any,
+) -> None:
+    """Compare a changed or deleted child with what its InferenceService renders; repair drift."""
+    owner = _owner(body)
+    if owner is None:
+        return
+    isvcs: kopf.Index[ServiceKey, dict[str, Any]] = kwargs["inferenceservices"]  # kopf passes indexes by name
+    parent = next(iter(isvcs.get((body["metadata"].get("namespace") or "", owner["name"]), [])), None)
+    if parent is None:
+        return
+    isvc = _repairable(parent)
+    if isvc is None or isvc.metadata.uid != owner["uid"]:
+        return
+    actual = None if type == "DELETED" else dict(body)
+    if _drifted(isvc, body["kind"], actual):
+        await _repair(memo.kube, memo.repair_locks, isvc, parent, body["kind"], logger)
+
+
+def _repairable(parent: Mapping[str, Any]) -> InferenceService | None:
+    """The parsed InferenceService if its children should match its spec now: valid, not being
+    deleted, and reconciled at its current generation (before that, reconcile applies them)."""
+    meta, status = parent["metadata"], parent.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("observedGeneration") != meta.get("generation"):
+        return None
+    reconciled: Mapping[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == RECONCILED), {})
+    if reconciled.get("status") != ConditionStatus.TRUE.value:
+        return None
+    try:
+        return InferenceService(metadata=ObjectMeta.model_validate(meta), spec=parse_spec(parent["spec"]))
+    except InvalidSpec:
+        return None
+
+
+def _drifted(isvc: InferenceService, kind: str, actual: Mapping[str, Any] | None) -> bool:
+    # The replicas rendered here are never compared (drift.IGNORED).
+    return drift(render.child(isvc, kind, replicas=0), actual) is not None
+
+
+async def _repair(
+    kube: Kube,
+    locks: dict[ServiceKey, asyncio.Lock],
+    isvc: InferenceService,
+    parent: Mapping[str, Any],
+    kind: str,
+    logger: kopf.Logger,
+) -> Drift | None:
+    """Read the child afresh and, if it still strays from its rendering, apply the rendering.
+
+    The watch or the index that noticed may lag: only the fresh read decides, under the
+    service's lock, so a repair is made (and reported) once.
+    """
+    namespace, name = isvc.metadata.namespace, isvc.metadata.name
+    async with locks.setdefault((namespace, name), asyncio.Lock()):
+        desired = render.child(isvc, kind, replicas=0)
+        try:
+            actual: dict[str, Any] | None = await asyncio.to_thread(
+                kube.get, desired["apiVersion"], kind, namespace, name
+            )
+        except NotFound:
+            actual = None
+        except KubeError as error:
+            logger.warning(f"Reading {kind} {namespace}/{name} failed, the next resync retries: {error}")
+            return None
+        found = drift(desired, actual)
+        if found is None:
+            return None
+        if found.missing and not await _owner_alive(kube, isvc):
+            return None  # the garbage collector is removing the children of a deleted service
+        if kind == "Deployment":
+            # An existing Deployment keeps its count (the autoscaler's or the user's); a recreated
+            # one starts where the operator last wanted it.
+            replicas = (actual or {}).get("spec", {}).get("replicas")
+            if replicas is None:
+                replicas = _replicas_to_render(isvc, parent.get("status") or {}, None)
+            desired["spec"]["replicas"] = int(replicas)
+        try:
+            await asyncio.to_thread(kube.apply, desired)
+        except KubeError as error:
+            if error.status == 403 and "being terminated" in str(error):
+                return None  # the namespace is going away with everything in it
+            logger.warning(f"Repairing {kind} {namespace}/{name} failed, the next resync retries: {error}")
+            return None
+    logger.warning(f"Repaired {found.message}")
+    await _post_events(kube, parent["metadata"], [Event("Warning", DRIFT_REPAIRED, found.message)], logger)
+    return found
+
+
+async def _owner_alive(kube: Kube, isvc: InferenceService) -> bool:
+    """Whether the InferenceService still exists (the same one) and is not being deleted."""
+    namespace, name = isvc.metadata.namespace, isvc.metadata.name
+    try:
+        current = await asyncio.to_thread(kube.get, f"{GROUP}/{VERSION}", KIND, namespace, name)
+    except KubeError:
+        return False  # gone, or unknown: the next event or resync decides again
+    meta = current["metadata"]
+    return bool(meta.get("uid") == isvc.metadata.uid and not meta.get("deletionTimestamp"))
+
+
+async def _resync_loop(
+    kube: Kube,
+    locks: dict[ServiceKey, asyncio.Lock],
+    children: Children,
+    config: OperatorConfig,
+    logger: kopf.Logger,
+) -> None:
+    """Every resync period, compare every child in the indexes with its rendering."""
+    while True:
+        await asyncio.sleep(config.resync_seconds)
+        try:
+            for key, store in list(children.isvcs.items()):
+                for parent in list(store):
+                    isvc = _repairable(parent)
+                    if isvc is None:
+                        continue
+                    for kind in render.KINDS:
+                        actual = next(iter(children.by_kind[kind].get(key, [])), None)
+                        if _drifted(isvc, kind, actual):
+                            await _repair(kube, locks, isvc, parent, kind, logger)
+        except Exception:
+            # A bug in one pass must not end the resync for good; the traceback is logged.
+            logger.exception("Resync of the children failed")
 
 
 # --- the scaling tick ------------------------------------------------------------------
@@ -450,7 +639,6 @@ async def _act(
     decision = plan.decision
     telemetry.DECISIONS.labels(namespace, name, decision.reason.value).inc()
     telemetry.DESIRED_REPLICAS.labels(namespace, name).set(decision.replicas)
-    event_target = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": body["metadata"]}
     try:
         if plan.scale_to is not None:
             if plan.scale_to < plan.current_replicas and key in pod_load:
@@ -470,19 +658,43 @@ async def _act(
             logger.info(f"Scaled Deployment {namespace}/{name} {change}: {decision.message}")
         if _changed(view.status, plan.status):
             await asyncio.to_thread(kube.apply_status, namespace, name, plan.status, manager=AUTOSCALER)
+        if plan.forget:
+            nulls = {"status": {MEMORY_FIELD: dict.fromkeys(plan.forget)}}
+            await asyncio.to_thread(
+                kube.merge_patch, f"{GROUP}/{VERSION}", KIND, namespace, name, nulls, manager=AUTOSCALER,
+                subresource="status",
+            )  # fmt: skip
     except NotFound:
         return  # deleted during the tick
     except KubeError as error:
         logger.warning(f"Scaling {KIND} {namespace}/{name} failed, next tick retries: {error}")
         return
-    # kopf's own event poster only works inside its handlers; this loop posts directly.
+    await _post_events(kube, body["metadata"], plan.events, logger, now=now)
     for event in plan.events:
+        if event.type == "Warning":
+            logger.warning(f"{KIND} {namespace}/{name}: {event.message}")
+
+
+async def _post_events(
+    kube: Kube, meta: Mapping[str, Any], events: Iterable[Event], logger: kopf.Logger, *, now: datetime | None = None
+) -> None:
+    """Post Events about an InferenceService. kopf's own poster only works inside its handlers;
+    the loops post directly."""
+    target = {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": dict(meta)}
+    for event in events:
         try:
             await asyncio.to_thread(
-                kube.post_event, event_target, type=event.type, reason=event.reason, message=event.message, now=now
+                kube.post_event,
+                target,
+                type=event.type,
+                reason=event.reason,
+                message=event.message,
+                now=now or datetime.now(UTC),
             )
         except KubeError as error:
-            logger.warning(f"Recording event {event.reason} for {KIND} {namespace}/{name} failed: {error}")
+            logger.warning(
+                f"Recording event {event.reason} for {KIND} {meta['namespace']}/{meta['name']} failed: {error}"
+            )
 
 
 def _changed(status: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

@@ -136,14 +136,23 @@ class Kube:
         return self.apply(body, subresource="status", manager=manager)
 
     def merge_patch(
-        self, api_version: str, kind: str, namespace: str, name: str, patch: Mapping[str, Any], *, manager: str
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        manager: str,
+        subresource: str = "",
     ) -> dict[str, Any]:
-        """A JSON merge patch (for single fields another manager also sets, e.g. replicas)."""
+        """A JSON merge patch (for single fields another manager also sets, e.g. replicas; a null
+        value removes a field whoever owns it)."""
         manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"namespace": namespace, "name": name}}
         return self._call(
-            _path(manifest),
+            _path(manifest, f"/{subresource}" if subresource else ""),
             "PATCH",
-            what=_describe(manifest),
+            what=_describe(manifest) + (f" {subresource}" if subresource else ""),
             query=[("fieldManager", manager)],
             content_type="application/merge-patch+json",
             body=dict(patch),  # the client serialises JSON bodies itself

@@ -164,7 +164,8 @@ class Recommendation(Model):
 class Memory(Model):
     """What the policy remembers between ticks; kept in the InferenceService status.
 
-    Unknown fields are ignored so that status written by another operator version loads.
+    Unknown fields are ignored so that status written by another operator version loads;
+    `autoscaler.remembered` reads it back field by field.
     """
 
     model_config = ConfigDict(extra="ignore")

@@ -218,6 +218,21 @@ def endpoint(isvc: InferenceService) -> str:
     return f"http://{isvc.metadata.name}.{isvc.metadata.namespace}.svc:{PORT}/v1"
 
 
+# The children's kinds, in the order they should be applied.
+KINDS = ("Service", "PodDisruptionBudget", "Deployment")
+
+
+def child(isvc: InferenceService, kind: str, *, replicas: int) -> dict[str, Any]:
+    """One child object of the InferenceService, by kind (one of KINDS)."""
+    if kind == "Deployment":
+        return deployment(isvc, replicas=replicas)
+    if kind == "Service":
+        return service(isvc)
+    if kind == "PodDisruptionBudget":
+        return pod_disruption_budget(isvc)
+    raise ValueError(f"no child of kind {kind!r}; one of {KINDS}")
+
+
 def for_service(isvc: InferenceService, *, replicas: int) -> list[dict[str, Any]]:
     """Every child object of the InferenceService, in the order they should be applied."""
-    return [service(isvc), pod_disruption_budget(isvc), deployment(isvc, replicas=replicas)]
+    return [child(isvc, kind, replicas=replicas) for kind in KINDS]

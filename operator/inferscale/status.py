@@ -68,5 +68,16 @@ def readiness(
     return counts, set_condition(existing, type=READY, status=state, reason=reason, message=message, now=now)
 
 
+def missing_deployment(
+    namespace: str, name: str, *, now: datetime, existing: Iterable[Mapping[str, Any]]
+) -> tuple[dict[str, int], Condition]:
+    """Counts and Ready while the Deployment does not exist: nothing runs, whatever it last said."""
+    message = f"Deployment {namespace}/{name} does not exist; the operator recreates it."
+    condition = set_condition(
+        existing, type=READY, status=ConditionStatus.FALSE, reason="DeploymentMissing", message=message, now=now
+    )
+    return {"replicas": 0, "readyReplicas": 0}, condition
+
+
 def condition_json(condition: Condition) -> dict[str, Any]:
     return condition.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("INFERSCALE_CLUSTER_DIR", Path.home() / ".cache/inferscale/cluster"))
 KUBECONFIG = Path(os.environ.get("KUBECONFIG", STATE / "kubeconfig"))
 KUBECTL = str(STATE / "bin" / "kubectl")
+# Every operator here resyncs its children often, so a repair loop (a child repaired over and
+# over though nobody touched it) shows up within any test; test_repair asserts there is none.
+RESYNC_SECONDS = 3
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -78,6 +81,7 @@ class Operator:
         log = self.log_dir / f"operator-{len(self.logs)}.log"
         self.logs.append(log)
         env = {key: value for key, value in os.environ.items() if not key.startswith("INFERSCALE_")}
+        settings = {"resync_seconds": str(RESYNC_SECONDS), **settings}
         env.update({f"INFERSCALE_{key.upper()}": value for key, value in settings.items()})
         env["KUBECONFIG"] = str(self.kubeconfig)
         with log.open("wb") as out:

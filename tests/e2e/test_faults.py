@@ -97,13 +97,17 @@ def _held(namespace: str, replicas: int, seconds: float) -> None:
         time.sleep(1)
 
 
+def _two_ready_engines_with_metrics(namespace: str) -> None:
+    _apply(namespace, {"replicas": {"min": 2, "max": 3}})
+    wait_for("two ready engines", lambda: endpoints(namespace, "chat", 2), timeout=90)
+    wait_for("MetricsAvailable=True", lambda: _status_of(namespace, "MetricsAvailable") == "True")
+
+
 def test_prometheus_outage_holds_replicas_says_why_and_scaling_resumes_when_it_returns(
     scaling_operator: Operator,  # noqa: F811
     namespace: str,
 ) -> None:
-    _apply(namespace, {"replicas": {"min": 2, "max": 3}})
-    wait_for("two ready engines", lambda: endpoints(namespace, "chat", 2), timeout=90)
-    wait_for("MetricsAvailable=True", lambda: _status_of(namespace, "MetricsAvailable") == "True")
+    _two_ready_engines_with_metrics(namespace)
 
     stopped = script("prometheus.sh", "stop")
     assert stopped.returncode == 0, stopped.stderr
@@ -336,6 +340,33 @@ def test_concurrent_edits_by_users_converge_and_an_outside_scale_is_reported_not
     assert "by someone other than inferscale" in overridden["message"]
     events = kubectl("-n", namespace, "get", "events", "--field-selector", "reason=ReplicasChangedExternally").stdout
     assert "chat" in events
+    assert "Traceback" not in scaling_operator.log_text()
+
+
+def test_corrupt_remembered_state_is_reported_dropped_and_scaling_converges(
+    scaling_operator: Operator,  # noqa: F811
+    namespace: str,
+) -> None:
+    _two_ready_engines_with_metrics(namespace)
+
+    # Another writer leaves a time far in the future and a field of the wrong type in the memory;
+    # before, the first held scale-down for good ("ready replicas changed -30675855708s ago").
+    corrupt = {"readyChangedAt": "3000-01-01T00:00:00Z", "readyReplicas": "two", "capacityRps": "fast"}
+    kubectl("-n", namespace, "patch", "inferenceservice", "chat", "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"autoscaler": corrupt}}))  # fmt: skip
+    _apply(namespace, {"replicas": {"min": 1, "max": 3}})
+
+    def reported() -> list[str]:
+        events = get_json("-n", namespace, "events", "--field-selector", "reason=RememberedStateInvalid")["items"]
+        return [e["message"] for e in events]
+
+    [message] = wait_for("a RememberedStateInvalid Event", reported, timeout=30)
+    for field in ("readyChangedAt", "readyReplicas", "capacityRps"):
+        assert f"status.autoscaler.{field}" in message, message
+    wait_for("the idle Deployment to scale down to 1", lambda: _replicas(namespace) == 1, timeout=90, interval=1)
+    memory = _isvc(namespace)["status"]["autoscaler"]
+    assert memory.get("readyChangedAt", "") < "3000" and memory.get("capacityRps") != "fast", memory
+    assert len(reported()) == 1  # said once: the bad fields were rewritten or cleared
     assert "Traceback" not in scaling_operator.log_text()
 
 

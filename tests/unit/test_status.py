@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 from inferscale.api import ConditionStatus
-from inferscale.status import condition_json, readiness, set_condition
+from inferscale.status import condition_json, missing_deployment, readiness, set_condition
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
@@ -59,3 +59,12 @@ def test_rolling_out_until_the_deployment_controller_catches_up() -> None:
 def test_scaled_to_zero_is_not_ready() -> None:
     _, condition = readiness(_deployment(wanted=0, ready=0), now=T0, existing=[])
     assert (condition.status, condition.reason) == (ConditionStatus.FALSE, "ScaledToZero")
+
+
+def test_a_deleted_deployment_reports_nothing_ready_whatever_was_ready_before() -> None:
+    _, was = readiness(_deployment(wanted=1, ready=1), now=T0, existing=[])
+    counts, condition = missing_deployment("serving", "llama", now=T1, existing=[condition_json(was)])
+    assert counts == {"replicas": 0, "readyReplicas": 0}
+    assert (condition.status, condition.reason) == (ConditionStatus.FALSE, "DeploymentMissing")
+    assert condition.message == "Deployment serving/llama does not exist; the operator recreates it."
+    assert condition.last_transition_time == T1

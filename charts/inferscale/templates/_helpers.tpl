@@ -59,13 +59,14 @@ site in operator/inferscale (handlers.py, kube.py) or in kopf; nothing else.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch"]
-# Service and PodDisruptionBudget: server-side apply only, never read back.
+# Service and PodDisruptionBudget: server-side apply, and the drift watch and index (list,
+# watch) with a fresh read before each repair (get). Never deleted: owner references do that.
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Engine pods: the index the scaling tick counts (list, watch) and the deletion-cost
 # annotation set before a scale-down (patch). Never create or delete.
 - apiGroups: [""]

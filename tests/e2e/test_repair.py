@@ -1,0 +1,113 @@
+"""Level-triggered children: what a user or a tool deletes or edits in the Deployment, Service or
+PodDisruptionBudget is put back from the spec within seconds, with a Warning Event that names what
+drifted; the replicas stay the autoscaler's (or the user's), and a child nobody touched is never
+"repaired" however many resyncs pass (conftest runs the operator with a 3 s resync)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tests.e2e.conftest import RESYNC_SECONDS, Operator, condition, get_json, kubectl
+from tests.support import wait_for
+
+ISVC = {
+    "apiVersion": "inferscale.io/v1alpha1",
+    "kind": "InferenceService",
+    "metadata": {"name": "chat"},
+    "spec": {"model": {"id": "test-model"}, "maxConcurrency": 16, "coldStartSeconds": 10},
+}
+# A repair is expected within this many seconds (the watch, not the resync, should catch it).
+PROMPT = 10
+
+
+def _ready(namespace: str) -> dict[str, Any]:
+    kubectl("-n", namespace, "apply", "-f", "-", stdin=json.dumps(ISVC))
+    return wait_for(
+        "InferenceService chat Ready",
+        lambda: (i := get_json("-n", namespace, "inferenceservice", "chat")) and
+        condition(i, "Ready").get("status") == "True" and i,
+        timeout=90,
+    )  # fmt: skip
+
+
+def _repairs(namespace: str) -> list[str]:
+    events = get_json("-n", namespace, "events", "--field-selector", "reason=DriftRepaired")["items"]
+    return sorted(e["message"] for e in events if e["involvedObject"]["kind"] == "InferenceService")
+
+
+def _reported(namespace: str, messages: list[str]) -> None:
+    """Exactly these repairs were reported (the Event follows the repair by a moment)."""
+    wait_for(f"the DriftRepaired Events {messages}", lambda: _repairs(namespace) == sorted(messages), timeout=5)
+
+
+def _uid(namespace: str, kind: str) -> str | None:
+    result = kubectl("-n", namespace, "get", kind, "chat", "-o", "jsonpath={.metadata.uid}", check=False)
+    return result.stdout or None if result.returncode == 0 else None
+
+
+def _ceiling(namespace: str) -> str:
+    args = get_json("-n", namespace, "deployment", "chat")["spec"]["template"]["spec"]["containers"][0]["args"]
+    return str(args[args.index("--max-num-seqs") + 1])
+
+
+def test_a_deleted_deployment_is_recreated_and_status_stops_claiming_its_replicas(
+    operator: Operator, namespace: str
+) -> None:
+    before = _ready(namespace)
+    was_ready = condition(before, "Ready")
+    old = _uid(namespace, "deployment")
+
+    kubectl("-n", namespace, "delete", "deployment", "chat", "--wait=false")
+    wait_for("the Deployment recreated", lambda: _uid(namespace, "deployment") not in (None, old), timeout=PROMPT)
+    _reported(namespace, [f"Deployment {namespace}/chat was deleted; recreated"])
+
+    # Ready went False when the Deployment went (lastTransitionTime moves only on a flip), and
+    # comes back once the new Deployment's replica is ready.
+    after = _ready(namespace)
+    assert condition(after, "Ready")["lastTransitionTime"] > was_ready["lastTransitionTime"]
+    assert after["status"]["readyReplicas"] == 1
+    assert "Repaired Deployment" in operator.log_text()
+
+
+def test_edited_engine_args_are_restored_and_the_replicas_are_left_alone(operator: Operator, namespace: str) -> None:
+    _ready(namespace)
+    args = get_json("-n", namespace, "deployment", "chat")["spec"]["template"]["spec"]["containers"][0]["args"]
+    seat = args.index("--max-num-seqs") + 1
+    patch = [{"op": "replace", "path": f"/spec/template/spec/containers/0/args/{seat}", "value": "999"}]
+    kubectl("-n", namespace, "patch", "deployment", "chat", "--type=json", "-p", json.dumps(patch))
+    wait_for("the ceiling restored to 16", lambda: _ceiling(namespace) == "16", timeout=PROMPT)
+    _reported(namespace, [f"Deployment {namespace}/chat: spec.template.spec.containers[0].args changed; restored"])
+
+    # The replicas are not the operator's to restore: a scale by hand stays, with no repair.
+    kubectl("-n", namespace, "scale", "deployment", "chat", "--replicas=2")
+    time.sleep(2 * RESYNC_SECONDS + 1)
+    assert get_json("-n", namespace, "deployment", "chat")["spec"]["replicas"] == 2
+    assert len(_repairs(namespace)) == 1
+
+
+def test_a_deleted_service_and_pdb_come_back_and_untouched_children_are_never_repaired(
+    operator: Operator, namespace: str
+) -> None:
+    _ready(namespace)
+    # Several resyncs over children nobody touched: nothing to repair.
+    time.sleep(3 * RESYNC_SECONDS + 1)
+    assert _repairs(namespace) == []
+
+    old = {kind: _uid(namespace, kind) for kind in ("service", "poddisruptionbudget")}
+    kubectl("-n", namespace, "delete", "service,poddisruptionbudget", "chat", "--wait=false")
+    for kind in old:
+        wait_for(f"the {kind} recreated", lambda k=kind: _uid(namespace, k) not in (None, old[k]), timeout=PROMPT)
+    _reported(
+        namespace,
+        [
+            f"PodDisruptionBudget {namespace}/chat was deleted; recreated",
+            f"Service {namespace}/chat was deleted; recreated",
+        ],
+    )
+    service = get_json("-n", namespace, "service", "chat")
+    assert service["spec"]["selector"] == {"inferscale.io/service": "chat"}
+    # And once repaired, they stay quiet too: exactly one Event per repair.
+    time.sleep(2 * RESYNC_SECONDS + 1)
+    assert len(_repairs(namespace)) == 2
