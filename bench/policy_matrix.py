@@ -161,6 +161,12 @@ def main() -> int:
     parser.add_argument("--cells", default=",".join(c.name for c in CELLS))
     parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="inferscale and oracle are always run")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--ceiling",
+        choices=("knee", "profile"),
+        default="knee",
+        help="maxConcurrency: the knee found on the trace (default) or the profile's own, as `loadgen simulate` runs",
+    )
     parser.add_argument("--json", metavar="OUT", help="also write every cell's summaries here")
     args = parser.parse_args()
     cells = [c for c in CELLS if c.name in args.cells.split(",")]
@@ -171,8 +177,9 @@ def main() -> int:
     for trace_name, arrivals in traces(args.traces.split(",")).items():
         for cell in cells:
             t0 = time.perf_counter()
-            knee = knee_for(get_profile(cell.profile), arrivals, cell.slo_s)
-            profile = get_profile(cell.profile).with_overrides(max_num_seqs=knee.concurrency or 1)
+            profile = get_profile(cell.profile)
+            if args.ceiling == "knee":
+                profile = profile.with_overrides(max_num_seqs=knee_for(profile, arrivals, cell.slo_s).concurrency or 1)
             spec = default_spec(profile, cell.slo_s)
             settings = Settings(
                 profile=engine_for(profile, spec),
@@ -196,7 +203,7 @@ def main() -> int:
             )
             ratio = "-" if verdict["ratio"] is None else f"{verdict['ratio']:.2f}"
             print(
-                f"{trace_name} {cell.name} knee={knee.concurrency}: inferscale gpu_s={ours['gpu_seconds']:.0f} "
+                f"{trace_name} {cell.name} ceiling={profile.max_num_seqs}: inferscale gpu_s={ours['gpu_seconds']:.0f} "
                 f"feasible={verdict['attainment'] * 100:.1f}% vs_oracle={ratio} "
                 f"max_rep={ours['max_replicas']} | oracle gpu_s={oracle['gpu_seconds']:.0f} "
                 f"feasible={verdict['oracle_attainment'] * 100:.1f}% | {others} | "

@@ -16,13 +16,17 @@ The rules, in the order `decide` applies them (docs/runbook.md has every reason)
 3. What replicas fix. p95 TTFT is waiting plus prefill; replicas shorten only the wait. A
    breach while requests hardly wait (mean queue time within its budget, `wait_budget`)
    adds nothing: `Decision.slo_unattainable` says why and what would fix it.
-4. Up, fast, on waiting: the queue above its target (`QueueGrowing`) or a breach with
-   requests waiting (`SLOBreached`), once the p95 window reflects the current replicas
-   and no drained backlog's waits are in it (`Stabilizing`).
+4. Up, fast, on waiting: the queue above its target at two ticks in a row or above twice
+   it at one (`QueueGrowing`), or a breach with requests waiting (`SLOBreached`), once the
+   p95 window reflects the current replicas and no drained backlog's waits are in it, and
+   while the load is still there: a breach the window remembers from a burst already
+   served adds nothing (`Stabilizing`).
 5. Up, ahead, on demand: the request rate, smoothed with Holt's linear trend and forecast
-   one cold start ahead, over the capacity learnt per replica (`_learn_capacity`), each
-   replica run at RATE_FILL of it (`DemandRising`). Starting replicas count, so scale-ups
-   never stack; a wrong forecast costs at most one step.
+   one cold start ahead (at most FORECAST_MAX_RISE above the rate now), over the capacity
+   learnt per replica (`_learn_capacity`), each replica run at RATE_FILL of it
+   (`DemandRising`). Starting replicas count, so scale-ups never stack; a wrong forecast
+   costs at most one step. Not while a drained backlog is in the rate's window: the rate
+   counts requests as they finish, and would count the backlog as demand.
 6. Down, with the load and headroom, whatever TTFT does where prefill breaks it: when the
    smoothed rate, concurrency and KV cache fit fewer replicas, requests do not wait beyond
    their share, and no higher count was recommended within the scale-down window.
@@ -57,6 +61,11 @@ FILL = 0.8
 STARTING_GRACE = 2
 # Bound on each remembered window, so the status stays small whatever the spec says.
 MAX_WINDOW_ENTRIES = 64
+# Requests waiting beyond this many times the queue target add replicas at once; beyond the target, at the
+# second tick in a row.
+QUEUE_SURGE = 2.0
+# A TTFT breach adds replicas only while requests wait or at least this share of the ready seats is busy.
+BUSY_SEATS = 0.25
 # Requests may wait this share of the SLO's slack (the SLO less the mean prefill) on average, vLLM's queue
 # time, and at least MIN_QUEUE_SHARE of the SLO. Waiting is what replicas fix; a TTFT breach with less
 # waiting than that is prefill, which no replica count shortens.
@@ -71,11 +80,18 @@ CAPACITY_GAIN_UP = 0.1
 CAPACITY_STEP_DOWN = 0.8
 CAPACITY_STEP_UP = 1.1
 CAPACITY_REACH = 0.6
+# Below that reach, the learnt rate may still rise to the rate served x pressure ** -CAPACITY_EXTRAPOLATION
+# (a replica under little pressure serves more than it does now), the pressure taken as at least
+# PRESSURE_FLOOR: at most 1.8x the rate served, so a fleet that idles never claims a rate without bound.
+CAPACITY_EXTRAPOLATION = 0.2
+PRESSURE_FLOOR = 0.05
 # Where the SLO is within reach, the learnt rate aims p95 TTFT at this share of it.
 TTFT_TARGET = 0.8
 # Holt's linear trend on the request rate: smoothing of its level and of its trend.
 HOLT_ALPHA = 0.5
 HOLT_BETA = 0.3
+# The forecast one cold start ahead is at most this many times the rate now.
+FORECAST_MAX_RISE = 1.2
 DEFAULT_STALE_AFTER = timedelta(seconds=60)
 DEFAULT_TTFT_WINDOW = timedelta(seconds=60)
 # Largest replica count a formula may produce before clamping (keeps math.ceil finite).
@@ -292,7 +308,11 @@ def decide(
 
     slo = spec.scaling.ttft_p95_seconds
     queue_target = spec.scaling.queue_depth_per_replica * observed.ready_replicas
-    queue_breach = load.waiting > queue_target * (1 + TOLERANCE)
+    # A queue over its target for one scrape is a burst the replicas absorb; one that stays over it, or a
+    # surge to twice it, is not.
+    over_target = load.waiting > queue_target * (1 + TOLERANCE)
+    stayed = previous_waiting is not None and previous_waiting > queue_target
+    queue_breach = over_target and (stayed or load.waiting > QUEUE_SURGE * queue_target)
     # Sized from the memory this tick starts with (what was learnt before it), so a tick's own
     # readings move the count one way only: more load, never fewer replicas.
     demand = _smooth_demand(tick.memory, load.rate, now, spec.cold_start_seconds, ttft_window)
@@ -302,7 +322,7 @@ def decide(
     # taken as waiting, as before it existed.
     unattainable = _unattainable(spec, load) if over_slo else None
     tick = replace(tick, unattainable=unattainable)
-    learnt = _learn_capacity(tick, load, capacity, queue_target) if demand.warm else capacity
+    learnt = _learn_capacity(tick, load, capacity, queue_target, demand) if demand.warm else capacity
     tick = replace(
         tick,
         memory=_track_backlog(tick.memory, load.waiting, queue_target, now, ttft_window).model_copy(
@@ -314,10 +334,20 @@ def decide(
     shrinking = previous_waiting is not None and load.waiting <= previous_waiting
     draining = queue_breach and not tick.ready_settled and shrinking
     fixable_breach = over_slo and unattainable is None
+    # The p95 window remembers a burst for its whole length: a breach adds replicas only while the load is
+    # still there (requests wait, or the seats are busy), else they would arrive after the burst they were
+    # meant for.
+    busy = load.waiting > 0 or load.running >= BUSY_SEATS * spec.max_concurrency * observed.ready_replicas
+    live_breach = fixable_breach and tick.settled and busy
     max_step = spec.scaling.scale_up.max_step_replicas
-    sized = demand.replicas(capacity, current, max_step)
-    if (fixable_breach and tick.settled) or (queue_breach and not draining):
-        return _scale_up(tick, load, slo_breach=fixable_breach and tick.settled, at_least=sized)
+    # The request rate counts requests as they finish: while a backlog's drain is in its window it counts
+    # the backlog again, not new demand. Sized from it only once that has passed (known before this tick,
+    # so more load never yields fewer replicas).
+    sized = demand.replicas(capacity, current, max_step) if tick.backlog_settled else None
+    if live_breach or (queue_breach and not draining):
+        return _scale_up(tick, load, slo_breach=live_breach, at_least=sized)
+    if sized is not None and sized.replicas > current:
+        return _scale_up(tick, load, slo_breach=False, demand=sized)
     if draining:
         why = (
             f"{_num(load.waiting)} requests waiting on {observed.ready_replicas} ready replicas "
@@ -327,10 +357,13 @@ def decide(
         )
         return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
     if fixable_breach and load.ttft is not None:
-        why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but {tick.unsettled_because()}"
+        because = (
+            tick.unsettled_because()
+            if not tick.settled
+            else f"nothing waits and {_num(load.running)} requests run now: the window holds a burst already served"
+        )
+        why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but {because}"
         return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
-    if sized is not None and sized.replicas > current:
-        return _scale_up(tick, load, slo_breach=False, demand=sized)
     if load.ttft is None and load.in_flight > 0:
         why = f"p95 TTFT is missing or NaN with {_num(load.in_flight)} requests in flight"
         return tick.finish(current, Reason.METRICS_MISSING, why, tick.remember(current))
@@ -449,7 +482,12 @@ class _Demand:
     @property
     def forecast(self) -> float | None:
         # Only a rising trend is projected: replicas are started ahead of a ramp, never removed ahead of a fall.
-        return None if self.level is None else self.level + max(0.0, self.trend) * self.horizon_s
+        # And only so far: a step or a burst also looks like a trend in a windowed rate, which then rises only
+        # until the window is full of it, and a burst may be over before the replicas started for it are up.
+        if self.level is None:
+            return None
+        ahead = self.level + max(0.0, self.trend) * self.horizon_s
+        return min(ahead, max(self.level, self.rate or 0.0) * FORECAST_MAX_RISE)
 
     def replicas(
         self, capacity: float | None, current: int, max_step: int, *, fill: float = RATE_FILL, smooth: bool = False
@@ -499,7 +537,9 @@ def _smooth_demand(memory: Memory, rate: float | None, now: datetime, horizon_s:
     return _Demand(rate, new_level, new_trend, horizon_s, since=since, warm=warm)
 
 
-def _learn_capacity(tick: _Tick, load: _Load, capacity: float | None, queue_target: float) -> float | None:
+def _learn_capacity(
+    tick: _Tick, load: _Load, capacity: float | None, queue_target: float, demand: _Demand
+) -> float | None:
     """The request rate per replica served within the SLO, steered by this tick's pressure.
 
     A controller on the operating point, not a model: the fleet is sized to run near the learnt rate,
@@ -523,21 +563,26 @@ def _learn_capacity(tick: _Tick, load: _Load, capacity: float | None, queue_targ
     per_replica = load.rate / ready
     if capacity is None:
         return per_replica / RATE_FILL if steady else None
-    # Far below the learnt rate, the pressure says nothing about it, except that one replica fewer would
-    # run at ``rate / (ready - 1)``: the rate may rise until that replica can go (a small fleet's rounding).
-    one_fewer = load.rate / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) if ready > 1 else 0.0
-    if per_replica < CAPACITY_REACH * capacity and not (pressure < 1 and capacity < one_fewer):
+    # Far below the learnt rate, the pressure says little about it: the rate may rise only as far as the
+    # evidence reaches. A replica with little pressure at its rate serves more (``CAPACITY_EXTRAPOLATION``),
+    # and one replica fewer would run at ``rate / (ready - 1)``: a rate up to that lets it go and be tried.
+    sized_on = max(load.rate, demand.forecast or 0.0)
+    one_fewer = sized_on / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) if ready > 1 else 0.0
+    reach = max(one_fewer, per_replica / RATE_FILL * float(max(pressure, PRESSURE_FLOOR) ** -CAPACITY_EXTRAPOLATION))
+    if per_replica < CAPACITY_REACH * capacity and not (pressure < 1 and capacity < reach):
         return capacity
     if pressure > 1:
-        if not steady:
-            return capacity  # a breach while the fleet grows is the lag of a cold start, not the rate
+        if not steady or per_replica > capacity:
+            # A breach while the fleet grows is the lag of a cold start, and one above the learnt rate (a
+            # burst the replicas were not sized for) is expected: neither says the rate is too high.
+            return capacity
         # Lowered at most 20% a tick and never below half the rate served now: the replicas serve it, if
         # too slowly, and a backlog's long waits must not collapse the estimate.
         lowered = capacity * max(CAPACITY_STEP_DOWN, float(pressure**-CAPACITY_GAIN_DOWN))
         return min(capacity, max(lowered, per_replica / 2))
     if load.waiting <= queue_target:
         raised = capacity * min(CAPACITY_STEP_UP, float(max(pressure, 0.25) ** -CAPACITY_GAIN_UP))
-        return raised if per_replica >= CAPACITY_REACH * capacity else min(raised, one_fewer)
+        return max(capacity, min(raised, reach))
     return capacity
 
 

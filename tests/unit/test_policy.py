@@ -94,6 +94,16 @@ def test_queue_above_target_scales_up_before_ttft_breaches() -> None:
     assert decision.message == "20 requests waiting on 2 ready replicas (target 4 per replica): scaling 2 -> 3."
 
 
+def test_a_queue_over_its_target_for_one_scrape_is_a_burst_and_the_second_is_not() -> None:
+    # Target 8 on 2 replicas: 12 waiting once is absorbed; 12 again a tick later, or a surge past 16, is not.
+    once = _decide(_seen(2, waiting=12, running=32, ttft=0.9))
+    assert (once.replicas, once.reason) == (2, Reason.STEADY)
+    again = _decide(_seen(2, waiting=12, running=32, ttft=0.9), once.memory)
+    assert (again.replicas, again.reason) == (3, Reason.QUEUE_GROWING)
+    surge = _decide(_seen(2, waiting=17, running=32, ttft=0.9))
+    assert (surge.replicas, surge.reason) == (3, Reason.QUEUE_GROWING)
+
+
 def test_queue_within_tolerance_of_its_target_does_nothing() -> None:
     decision = _decide(_seen(2, waiting=8.5, running=32, ttft=0.9))  # target 8, tolerance to 8.8
     assert (decision.replicas, decision.reason) == (2, Reason.STEADY)
@@ -531,3 +541,71 @@ def test_capacity_is_not_learnt_from_a_fleet_far_below_it_or_mid_scale() -> None
     assert _decide(idle, memory).memory.capacity_rps == 2.0
     starting = _timed(4, ttft=3.0, queue_time=1.0, rate=6.0, running=40, starting=1)
     assert _decide(starting, memory.model_copy(update={"ready_replicas": 3})).memory.capacity_rps == 2.0
+
+
+def test_capacity_is_not_lowered_by_a_breach_above_the_rate_it_promised() -> None:
+    # 5 req/s on 2 replicas learnt to serve 2 req/s each: a burst they were never sized for.
+    memory = _settled(2, capacity_rps=2.0, demand_level=8.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    decision = _decide(_timed(2, ttft=3.0, queue_time=1.0, rate=5.0, running=32, waiting=20), memory)
+    assert decision.memory.capacity_rps == 2.0
+
+
+def test_a_lightly_loaded_fleet_raises_its_capacity_as_far_as_its_pressure_reaches() -> None:
+    # 4 replicas learnt at 0.6 req/s serve 2 req/s (0.5 each) with p95 TTFT at the prefill's own p95.
+    memory = _settled(4, capacity_rps=0.6, demand_level=2.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    idle = _timed(4, ttft=0.3, queue_time=0.0, prefill_p95=0.3, rate=2.0, running=4)
+    raised = _decide(idle, memory).memory.capacity_rps
+    assert raised == pytest.approx(0.66)  # 10% a tick
+    # Far below it, no pressure claims more than 1.8x what replicas serve now: 0.5 / 90% x 0.05 ** -0.2.
+    reach = 0.5 / 0.9 * 0.05**-0.2
+    far = memory.model_copy(update={"capacity_rps": 0.95})
+    assert _decide(idle, far).memory.capacity_rps == pytest.approx(reach)
+    beyond = memory.model_copy(update={"capacity_rps": 1.1})
+    assert _decide(idle, beyond).memory.capacity_rps == 1.1  # neither raised nor lowered
+
+
+def test_a_breach_the_window_remembers_from_a_burst_already_served_adds_nothing() -> None:
+    # p95 TTFT over the window still breaks the SLO, but nothing waits and 3 of 64 seats are busy.
+    decision = _decide(_timed(4, ttft=3.0, queue_time=0.9, running=3))
+    assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
+    assert "nothing waits and 3 requests run now: the window holds a burst already served" in decision.message
+    # The same breach with a quarter of the seats busy is the replicas' own.
+    assert _decide(_timed(4, ttft=3.0, queue_time=0.9, running=16)).reason is Reason.SLO_BREACHED
+
+
+def test_a_drained_backlog_in_the_rate_window_is_not_demand() -> None:
+    # A backlog cleared 30 s ago: its requests finished in the rate's 60 s window and count in 6 req/s.
+    memory = _settled(
+        2,
+        capacity_rps=1.0,
+        demand_level=6.0,
+        demand_trend=0.0,
+        demand_at=_ago(15),
+        rate_since=_ago(600),
+        backlog_seen_at=_ago(120),
+        backlog_cleared_at=_ago(30),
+    )
+    decision = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=6.0, running=6), memory)
+    assert decision.replicas == 2 and decision.reason is not Reason.DEMAND_RISING
+    # A window after it cleared, the same rate is demand again.
+    settled = memory.model_copy(update={"backlog_cleared_at": _ago(90)})
+    assert _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=6.0, running=6), settled).reason is Reason.DEMAND_RISING
+
+
+def test_the_forecast_rises_at_most_a_fifth_above_the_rate_now() -> None:
+    # A steep trend (0.1 req/s per s) projected over the 300 s cold start would ask for 29 req/s; the
+    # smoothed level (3.75 req/s) x 1.2 is the most a forecast may claim.
+    memory = _settled(2, capacity_rps=1.0, demand_level=3.0, demand_trend=0.1, demand_at=_ago(15), rate_since=_ago(600))
+    decision = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=3.0, running=6), memory)
+    assert (decision.replicas, decision.reason) == (5, Reason.DEMAND_RISING)  # ceil(4.5 / 0.9)
+    assert "Holt forecast 4.5 req/s in 300s" in decision.message
+
+
+def test_a_breach_while_replicas_start_never_holds_below_what_the_demand_needs() -> None:
+    # Found by test_more_load_never_yields_fewer_replicas: a breach while the ready count is unsettled must
+    # not hold fewer replicas than the same tick without it would start for the request rate.
+    memory = _settled(2, ready_changed_at=_ago(15), capacity_rps=1.0, demand_level=3.0, demand_trend=0.0,
+                      demand_at=_ago(15), rate_since=_ago(600))  # fmt: skip
+    calm = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=3.0, running=6), memory)
+    breach = _decide(_timed(2, ttft=3.0, queue_time=0.9, rate=3.0, running=6, waiting=2), memory)
+    assert calm.replicas == breach.replicas == 4
