@@ -20,7 +20,7 @@ One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_m
 * ``runaway``: cells where the SLO is unattainable (more than 5% of the requests miss it even on an idle
   engine) and the policy spent more GPU-seconds than static-peak.
 
-    .venv/bin/python bench/policy_matrix.py [--cells a10g-1s,h100-1s] [--traces burst-day] [--policies ...]
+    .venv/bin/python bench/policy_matrix.py [--ceiling knee|profile] [--cells a10g-1s,h100-1s] [--traces burst-day]
 """
 
 from __future__ import annotations
