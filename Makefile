@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # System packages the tests use: openssl and curl (local cluster), Prometheus (Debian's),
-# mmdebstrap and umoci (`make image`).
+# mmdebstrap and umoci (`make image`), podman and runc (tests/e2e/test_image.py runs the image).
 deps:
 	@missing=""; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
@@ -32,6 +32,8 @@ deps:
 	[ -x /usr/bin/prometheus ] || missing="$$missing prometheus"; \
 	command -v mmdebstrap >/dev/null || missing="$$missing mmdebstrap"; \
 	command -v umoci >/dev/null || missing="$$missing umoci"; \
+	command -v podman >/dev/null || missing="$$missing podman"; \
+	command -v runc >/dev/null || missing="$$missing runc"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -84,7 +86,8 @@ operator-down:
 test-unit: install
 	$(BIN)/pytest tests/unit
 
-test: deps install lint cluster-up
+# The image too: tests/image checks what is in it, tests/e2e/test_image.py runs it.
+test: deps install lint image cluster-up
 	source cluster/env.sh && time $(BIN)/pytest tests
 
 demo: install cluster-up
