@@ -118,6 +118,10 @@ def test_the_image_runs_the_operator_on_a_read_only_root(
             kubectl("-n", namespace, "delete", "inferenceservice", "llama", "--timeout=60s")
     finally:
         text = logs()
+        image_id = _podman("inspect", "--format={{.Image}}", container_id, check=False).stdout.strip()
         _podman("rm", "--force", "--time=10", container_id, check=False)
+        # Each build is a new image: drop this one from podman's store rather than pile them up.
+        if image_id:
+            _podman("rmi", "--force", image_id, check=False)
     assert "Traceback" not in text, text[-5000:]
     assert "Read-only file system" not in text, text[-5000:]
