@@ -1,4 +1,9 @@
 # The inferscale operator image: `docker build -t <registry>/inferscale:0.1.0 .`
+# On machines without Docker or a reachable python:3.11-slim, `make image` (image/build.sh)
+# builds the same image from Debian's python3 (mmdebstrap, umoci): same venv path, user,
+# entry point and command; tests/image and tests/e2e/test_image.py check and run that one.
+# It leaves out loadgen and httptools, which this recipe still installs with the wheel
+# (one distribution for both until issue 10 item 3 splits them).
 # Runs as a non-root user on a read-only root filesystem (the Helm chart mounts /tmp as an
 # emptyDir); the entry point is the same `inferscale operator run` the tests run.
 

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: help deps install lint crd lock cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit demo down
+.PHONY: help deps install lint crd lock image cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit demo down
 
 help:
 	@echo "make demo         local cluster + operator + an example InferenceService, shown with kubectl"
@@ -12,6 +12,7 @@ help:
 	@echo "make test-unit    unit tests only (no cluster)"
 	@echo "make down         stop the demo's operator and the local cluster"
 	@echo "make crd          regenerate crds/ (and the Helm chart's copy) and docs/reference.md from the models"
+	@echo "make image        build the operator's OCI image without Docker (build/image/, needs root)"
 	@echo "make lock         re-pin the container image's dependencies (requirements.lock)"
 
 $(VENV)/.installed: pyproject.toml
@@ -22,12 +23,17 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# System packages the tests use: openssl and curl (local cluster), Prometheus (Debian's).
+# System packages the tests use: openssl and curl (local cluster), Prometheus (Debian's),
+# mmdebstrap and umoci (`make image`), podman and runc (tests/e2e/test_image.py runs the image).
 deps:
 	@missing=""; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	command -v curl >/dev/null || missing="$$missing curl"; \
 	[ -x /usr/bin/prometheus ] || missing="$$missing prometheus"; \
+	command -v mmdebstrap >/dev/null || missing="$$missing mmdebstrap"; \
+	command -v umoci >/dev/null || missing="$$missing umoci"; \
+	command -v podman >/dev/null || missing="$$missing podman"; \
+	command -v runc >/dev/null || missing="$$missing runc"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -53,6 +59,10 @@ lock:
 	mv requirements.lock.new requirements.lock
 	rm -rf build/lock-venv
 
+# The operator's OCI image, from Debian's python3 and the pinned lock (image/build.sh).
+image: deps install
+	PYTHON=$(BIN)/python bash image/build.sh
+
 cluster-up:
 	bash cluster/up.sh
 
@@ -76,7 +86,8 @@ operator-down:
 test-unit: install
 	$(BIN)/pytest tests/unit
 
-test: deps install lint cluster-up
+# The image too: tests/image checks what is in it, tests/e2e/test_image.py runs it.
+test: deps install lint image cluster-up
 	source cluster/env.sh && time $(BIN)/pytest tests
 
 demo: install cluster-up

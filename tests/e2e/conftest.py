@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support import wait_for
 
@@ -63,6 +64,23 @@ def cluster() -> Path:
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
     kubectl("wait", "--for=condition=Established", "crd/inferenceservices.inferscale.io", "--timeout=60s")
     return KUBECONFIG
+
+
+def service_account_kubeconfig(namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates with a fresh token of the ServiceAccount, nothing else."""
+    token = kubectl("-n", namespace, "create", "token", account, "--duration=10m").stdout.strip()
+    admin = yaml.safe_load(KUBECONFIG.read_text())
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": account}}],
+        "current-context": "sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
 
 
 class Operator:

@@ -25,6 +25,7 @@ from tests.e2e.conftest import (
     condition,
     get_json,
     kubectl,
+    service_account_kubeconfig,
     session_operator_paused,
 )
 from tests.helm import CHART, helm
@@ -71,23 +72,6 @@ def release(release_namespace: str) -> Iterator[str]:
 def _can_i(account: str, *args: str) -> bool:
     result = kubectl("auth", "can-i", f"--as={account}", *args, check=False)
     return result.stdout.strip() == "yes"
-
-
-def _service_account_kubeconfig(namespace: str, account: str, path: Path) -> Path:
-    """A kubeconfig that authenticates with a fresh token of the ServiceAccount, nothing else."""
-    token = kubectl("-n", namespace, "create", "token", account, "--duration=10m").stdout.strip()
-    admin = yaml.safe_load(KUBECONFIG.read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": account, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": account}}],
-        "current-context": "sa",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 def _local_operator(
@@ -204,7 +188,7 @@ def test_installed_chart_runs_the_operator_with_only_its_own_rights(
     assert [check for check in denied if _can_i(subject, *check)] == []
 
     deployment = get_json("-n", release_namespace, "deployment", release)
-    kubeconfig = _service_account_kubeconfig(release_namespace, account, tmp_path / "kubeconfig")
+    kubeconfig = service_account_kubeconfig(release_namespace, account, tmp_path / "kubeconfig")
     token_file = tmp_path / "prometheus-token"
     secret = get_json("-n", release_namespace, "secret", "prometheus-token")
     token_file.write_bytes(base64.b64decode(secret["data"]["token"]))

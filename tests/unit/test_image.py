@@ -1,5 +1,6 @@
-"""The container image's recipe (no engine builds it here): a non-root multi-stage build of
-the pinned dependencies, with the same entry point the tests run."""
+"""The Dockerfile's recipe (no Docker engine builds it here; `make image` builds the same
+image another way, checked in tests/image): a non-root multi-stage build of the pinned
+dependencies, with the same entry point the tests run."""
 
 from __future__ import annotations
 
