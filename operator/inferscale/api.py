@@ -163,6 +163,48 @@ class Toleration(Model):
     ] = None
 
 
+class Capabilities(Model):
+    """Linux capabilities to add or drop (core/v1 Capabilities)."""
+
+    add: Annotated[list[str] | None, Field(description="Capabilities to add.")] = None
+    drop: Annotated[list[str] | None, Field(description='Capabilities to drop, e.g. ["ALL"].')] = None
+
+
+class SeccompProfile(Model):
+    """core/v1 SeccompProfile."""
+
+    type: Annotated[
+        Literal["RuntimeDefault", "Localhost", "Unconfined"],
+        Field(description="RuntimeDefault (the container runtime's profile), Localhost or Unconfined."),
+    ]
+    localhost_profile: Annotated[
+        str | None, Field(description="With Localhost: the profile's path relative to the kubelet's seccomp root.")
+    ] = None
+
+
+class SecurityContext(Model):
+    """The engine container's security context (the core/v1 SecurityContext fields Pod Security checks).
+
+    Unset, the pods meet Pod Security `baseline`. `restricted` also asks for runAsNonRoot,
+    allowPrivilegeEscalation false, capabilities drop ALL and a RuntimeDefault seccomp profile;
+    set them here where the engine image runs as a non-root user (docs/runbook.md, "Pod Security").
+    """
+
+    run_as_non_root: Annotated[
+        bool | None, Field(description="Refuse to start the container as root (the image's user must not be 0).")
+    ] = None
+    run_as_user: Annotated[int | None, Field(ge=0, description="UID to run the engine as.")] = None
+    run_as_group: Annotated[int | None, Field(ge=0, description="GID to run the engine as.")] = None
+    allow_privilege_escalation: Annotated[
+        bool | None, Field(description="Whether a process may gain more privileges than its parent (setuid).")
+    ] = None
+    read_only_root_filesystem: Annotated[
+        bool | None, Field(description="Mount the root filesystem read-only (the engine must write only to volumes).")
+    ] = None
+    capabilities: Annotated[Capabilities | None, Field(description="Linux capabilities to add or drop.")] = None
+    seccomp_profile: Annotated[SeccompProfile | None, Field(description="The seccomp profile to run under.")] = None
+
+
 class ReplicaBounds(Model):
     model_config = ConfigDict(
         json_schema_extra={
@@ -293,6 +335,10 @@ class InferenceServiceSpec(Model):
     ] = 1
     node_selector: Annotated[dict[str, str], Field(default_factory=dict, description="Node selector for engine pods.")]
     tolerations: Annotated[list[Toleration], Field(default_factory=list, description="Tolerations for engine pods.")]
+    security_context: Annotated[
+        SecurityContext | None,
+        Field(description="The engine container's security context; unset meets Pod Security baseline."),
+    ] = None
     max_concurrency: Annotated[
         int,
         Field(

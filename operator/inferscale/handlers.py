@@ -50,7 +50,15 @@ from inferscale.kube import Kube, KubeError, NotFound
 from inferscale.metrics import MetricsError, PrometheusSignals
 from inferscale.promql import ServiceKey, ServiceSignals
 from inferscale.replicas import ReplicaCounts, classify
-from inferscale.status import READY, RECONCILED, condition_json, missing_deployment, readiness, set_condition
+from inferscale.status import (
+    READY,
+    RECONCILED,
+    REFUSALS,
+    condition_json,
+    missing_deployment,
+    readiness,
+    set_condition,
+)
 
 # Status writers, one field manager each (see Kube.apply_status).
 RECONCILER = "inferscale-reconciler"
@@ -338,7 +346,8 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
     else:
         counts, ready = readiness(body, now=datetime.now(UTC), existing=existing)
     previous: dict[str, Any] = next((c for c in existing if c.get("type") == READY), {})
-    if previous.get("reason") != ready.reason:
+    became = previous.get("reason") != ready.reason
+    if became:
         logger.info(f"{KIND} {namespace}/{owner['name']} is now {ready.reason}: {ready.message}")
     counts_and_ready = {**counts, "conditions": [condition_json(ready)]}
     try:
@@ -349,6 +358,9 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
         # Event handlers are not retried; the Deployment's next change (or the next
         # resume) writes the counts again.
         logger.warning(f"Recording readiness of {KIND} {namespace}/{owner['name']} failed: {error}")
+        return
+    if became and ready.reason in REFUSALS:
+        await _post_events(kube, parent["metadata"], [Event("Warning", ready.reason, ready.message)], logger)
 
 
 # --- level-triggered children: put back what drifted ------------------------------------

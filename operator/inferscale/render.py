@@ -144,6 +144,8 @@ def _container(spec: InferenceServiceSpec) -> dict[str, Any]:
     env = _env(spec)
     if env:
         container["env"] = env
+    if spec.security_context is not None:
+        container["securityContext"] = spec.security_context.model_dump(by_alias=True, exclude_none=True)
     return container
 
 

@@ -50,7 +50,12 @@ def readiness(
     updated = int(observed.get("updatedReplicas") or 0)
     caught_up = int(observed.get("observedGeneration") or 0) >= int(deployment["metadata"].get("generation") or 0)
 
-    if wanted == 0:
+    refused = _refusal(observed.get("conditions") or [])
+    if wanted > 0 and ready < wanted and refused is not None:
+        # Kubernetes' own words: why pods are not created (admission, quota) or the rollout gave up.
+        state, (reason, message) = ConditionStatus.FALSE, refused
+        message = f"{ready}/{wanted} replicas ready; {message}"
+    elif wanted == 0:
         state, reason, message = (
             ConditionStatus.FALSE,
             "ScaledToZero",
@@ -66,6 +71,22 @@ def readiness(
         state, reason, message = ConditionStatus.TRUE, "ReplicasReady", f"{ready}/{wanted} replicas ready."
     counts = {"replicas": total, "readyReplicas": ready}
     return counts, set_condition(existing, type=READY, status=state, reason=reason, message=message, now=now)
+
+
+# Deployment conditions that say Kubernetes refused or gave up, as Ready's reason when replicas are missing.
+REFUSALS = ("ReplicaFailure", "ProgressDeadlineExceeded")
+
+
+def _refusal(conditions: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The reason and message of a Deployment condition saying its pods cannot be made, or None."""
+    for condition in conditions:
+        kind, status, reason = condition.get("type"), condition.get("status"), condition.get("reason")
+        if kind == "ReplicaFailure" and status == "True":
+            # The ReplicaSet's FailedCreate: admission (Pod Security, quota, webhooks) refused the pods.
+            return "ReplicaFailure", f"Kubernetes refused the pods ({reason}): {condition.get('message', '')}"
+        if kind == "Progressing" and status == "False" and reason == "ProgressDeadlineExceeded":
+            return "ProgressDeadlineExceeded", f"the rollout stopped progressing: {condition.get('message', '')}"
+    return None
 
 
 def missing_deployment(

@@ -54,6 +54,11 @@ def test_camel_case_fields_from_a_manifest() -> None:
         ({"model": {"id": "m"}, "sharedMemory": "lots"}, "spec.sharedMemory: String should match pattern"),
         ({"model": {"id": "m"}, "gpus": 1}, "spec.gpus: Extra inputs are not permitted"),
         ({"model": {"id": "m"}, "tolerations": [{"effect": "Sometimes"}]}, "spec.tolerations[0].effect"),
+        ({"model": {"id": "m"}, "securityContext": {"privileged": True}}, "spec.securityContext.privileged: Extra"),
+        (
+            {"model": {"id": "m"}, "securityContext": {"seccompProfile": {"type": "Custom"}}},
+            "spec.securityContext.seccompProfile.type",
+        ),
     ],
 )
 def test_bad_input_names_the_field(spec: dict[str, object], expected: str) -> None:

@@ -131,3 +131,10 @@ def test_service_and_pdb_select_the_engine_pods() -> None:
 
 def test_rendering_is_deterministic() -> None:
     assert render.for_service(_isvc(), replicas=2) == render.for_service(_isvc(), replicas=2)
+
+
+def test_the_security_context_is_the_engine_containers_and_unset_by_default() -> None:
+    assert "securityContext" not in _container(render.deployment(_isvc(), replicas=1))
+    given = {"runAsUser": 1000, "readOnlyRootFilesystem": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    container = _container(render.deployment(_isvc(securityContext=given), replicas=1))
+    assert container["securityContext"] == given  # as given: nothing added, nothing unset written

@@ -68,3 +68,46 @@ def test_a_deleted_deployment_reports_nothing_ready_whatever_was_ready_before() 
     assert (condition.status, condition.reason) == (ConditionStatus.FALSE, "DeploymentMissing")
     assert condition.message == "Deployment serving/llama does not exist; the operator recreates it."
     assert condition.last_transition_time == T1
+
+
+def _refused(condition: dict) -> dict:
+    deployment = _deployment(wanted=2, ready=0)
+    deployment["status"]["conditions"] = [
+        {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "no"},
+        condition,
+    ]
+    return deployment
+
+
+def test_pods_kubernetes_refused_are_said_in_its_own_words() -> None:
+    forbidden = (
+        'pods "chat-5d9f-abcde" is forbidden: violates PodSecurity "restricted:latest": '
+        'allowPrivilegeEscalation != false (container "engine" must set securityContext.allowPrivilegeEscalation=false)'
+    )
+    failure = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": forbidden}
+    counts, condition = readiness(_refused(failure), now=T0, existing=[])
+    assert counts == {"replicas": 2, "readyReplicas": 0}
+    assert (condition.status, condition.reason) == (ConditionStatus.FALSE, "ReplicaFailure")
+    assert condition.message == f"0/2 replicas ready; Kubernetes refused the pods (FailedCreate): {forbidden}"
+
+
+def test_a_rollout_past_its_deadline_is_said() -> None:
+    stuck = {
+        "type": "Progressing",
+        "status": "False",
+        "reason": "ProgressDeadlineExceeded",
+        "message": 'ReplicaSet "chat-5d9f" has timed out progressing.',
+    }
+    _, condition = readiness(_refused(stuck), now=T0, existing=[])
+    assert condition.reason == "ProgressDeadlineExceeded"
+    timed_out = 'the rollout stopped progressing: ReplicaSet "chat-5d9f" has timed out progressing.'
+    assert condition.message == f"0/2 replicas ready; {timed_out}"
+
+
+def test_a_refusal_that_no_longer_keeps_replicas_away_is_not_reported() -> None:
+    # Kubernetes clears ReplicaFailure only at the ReplicaSet's next sync: ready replicas are what count.
+    failure = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "quota"}
+    deployment = _refused(failure)
+    deployment["status"]["readyReplicas"] = 2
+    _, condition = readiness(deployment, now=T0, existing=[])
+    assert condition.reason == "ReplicasReady"
