@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -89,6 +90,9 @@ async def configure(
         prefix=GROUP, key="last-handled-configuration"
     )
     settings.watching.server_timeout = 300
+    # A failed API call is reported by the operator, once a tick for all services; urllib3 would also
+    # log each of its retries of each call (three lines per service per tick while the API server is down).
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     memo.kube = await asyncio.to_thread(Kube.from_environment)
     config: OperatorConfig = memo.get("config") or OperatorConfig()
     memo.config = config
@@ -629,11 +633,22 @@ async def _tick(
     now, pod_load = planned.now, planned.pod_load
     gate = asyncio.Semaphore(TICK_CONCURRENCY)
 
-    async def act(body: dict[str, Any], view: ServiceView, plan: Plan) -> None:
+    async def act(body: dict[str, Any], view: ServiceView, plan: Plan) -> str | None:
         async with gate:
-            await _act(kube, body, view, plan, pod_load, indexes.pods, logger, now)
+            return await _act(kube, body, view, plan, pod_load, indexes.pods, logger, now)
 
-    await asyncio.gather(*(act(body, view, plan) for body, view, plan in planned.plans))
+    failed = [
+        failure
+        for failure in await asyncio.gather(*(act(body, view, plan) for body, view, plan in planned.plans))
+        if failure is not None
+    ]
+    if failed:
+        # One line a tick, however many services: an API server outage fails them all alike.
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        logger.warning(
+            f"Scaling failed for {len(failed)} of {len(planned.plans)} InferenceServices, "
+            f"the next tick retries: {failed[0]}{more}"
+        )
 
 
 async def _act(
@@ -645,7 +660,8 @@ async def _act(
     pods: kopf.Index[ServiceKey, tuple[str, str]],
     logger: kopf.Logger,
     now: datetime,
-) -> None:
+) -> str | None:
+    """Carry out one service's plan; what failed (for the tick's one line), or None."""
     namespace, name = view.isvc.metadata.namespace, view.isvc.metadata.name
     key = (namespace, name)
     decision = plan.decision
@@ -677,14 +693,15 @@ async def _act(
                 subresource="status",
             )  # fmt: skip
     except NotFound:
-        return  # deleted during the tick
+        return None  # deleted during the tick
     except KubeError as error:
-        logger.warning(f"Scaling {KIND} {namespace}/{name} failed, next tick retries: {error}")
-        return
+        logger.debug(f"Scaling {KIND} {namespace}/{name} failed: {error}")
+        return f"{KIND} {namespace}/{name}: {error}"
     await _post_events(kube, body["metadata"], plan.events, logger, now=now)
     for event in plan.events:
         if event.type == "Warning":
             logger.warning(f"{KIND} {namespace}/{name}: {event.message}")
+    return None
 
 
 async def _post_events(

@@ -15,6 +15,7 @@ import pytest
 from inferscale import handlers
 from inferscale.autoscaler import ServiceView
 from inferscale.config import OperatorConfig
+from inferscale.kube import KubeError
 from inferscale.metrics import MetricsUnavailable
 from inferscale.policy import Memory, Reason
 from inferscale.promql import ServiceKey, ServiceSignals, Signal
@@ -154,3 +155,32 @@ def test_prometheus_is_asked_while_the_views_are_built(monkeypatch: pytest.Monke
     monkeypatch.setattr(handlers, "_views", views)
     planned = plan(signals, indexes({("a", "chat"): 2}))
     assert planned is not None and len(planned.plans) == 1
+
+
+class UnreachableKube:
+    """The API server down: every write fails the way Kube reports a refused connection."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def _refuse(self, *_: Any, **__: Any) -> None:
+        self.calls += 1
+        raise KubeError("PATCH InferenceService failed: Max retries exceeded ... Connection refused")
+
+    merge_patch = apply_status = post_event = _refuse
+
+
+def test_an_api_server_outage_is_one_warning_a_tick_however_many_services(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    services = {("a", f"s{i}"): 2 for i in range(30)}
+    signals = Signals(dict.fromkeys(services, (0.0, 4.0)))
+    kube = UnreachableKube()
+    with caplog.at_level(logging.DEBUG, logger=LOGGER.name):
+        asyncio.run(handlers._tick(kube, signals, CONFIG, indexes(services), LOGGER))  # type: ignore[arg-type]
+
+    assert kube.calls == 30  # each service's status write was tried
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("Scaling failed for 30 of 30 InferenceServices, the next tick retries: ")
+    assert warnings[0].endswith("Connection refused (and 29 more)")
