@@ -306,7 +306,9 @@ class SimEngineServer:
                 raise RequestRejected(refusal)
             for _ in range(req.n):  # vLLM runs each of n choices as a request of its own in the engine
                 tokens = req.max_tokens if hit is None else hit.tokens
-                tracked = self.runtime.submit(req.prompt_tokens, tokens, now=self.now(), notify=wakeup.set)
+                tracked = self.runtime.submit(
+                    req.prompt_tokens, tokens, now=self.now(), notify=wakeup.set, stops=hit is not None
+                )
                 seqs.append(_Sequence(tracked, hit))
         except RequestRejected as rejected:
             refusal = rejected.rejection
@@ -437,9 +439,8 @@ class SimEngineServer:
 def _json(body: Any, status: int, headers: Mapping[str, str] | None = None) -> web.Response:
     """A JSON response typed ``application/json`` with no charset parameter, as Starlette's ``JSONResponse``
     and axum's ``Json`` send it (aiohttp's ``json_response`` would add ``; charset=utf-8``)."""
-    return web.Response(
-        body=json.dumps(body).encode(), status=status, headers={**(headers or {}), "Content-Type": "application/json"}
-    )
+    data = json.dumps(body, separators=(",", ":")).encode()
+    return web.Response(body=data, status=status, headers={**(headers or {}), "Content-Type": "application/json"})
 
 
 @dataclass(slots=True)
@@ -456,10 +457,8 @@ class _Sequence:
 
     @property
     def reason(self) -> str:
-        """The finish reason: ``stop`` when a stop string ended it, else the engine's."""
+        """The finish reason (``stop`` when a stop string ended it)."""
         tl = self.tracked.timeline
-        if self.hit is not None and tl.generated == self.hit.tokens:
-            return "stop"
         return tl.finish_reason.value if tl.finish_reason is not None else "length"
 
     def piece(self, index: int) -> str:

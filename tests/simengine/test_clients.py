@@ -17,6 +17,7 @@ import httpx
 import openai
 import pytest
 from huggingface_hub import InferenceClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.engine_api import Engine
 from loadgen.profiles import TEST_PROFILE
@@ -90,7 +91,9 @@ async def test_openai_chat_plain_and_streamed(oai: openai.AsyncOpenAI) -> None:
     assert chunks[-1].choices[0].finish_reason == "length"
 
 
-async def test_openai_stop_sequence_ends_generation_with_finish_reason_stop(oai: openai.AsyncOpenAI) -> None:
+async def test_openai_stop_sequence_ends_generation_with_finish_reason_stop(
+    oai: openai.AsyncOpenAI, vllm_url: str
+) -> None:
     # The stop string is not part of the output (vLLM's include_stop_str_in_output defaults to false), and
     # generation ends at the token that completes it: 4 tokens for " the quick brown fox".
     full = await oai.completions.create(model=MODEL, prompt=PROMPT, max_tokens=50, stop=["fox", "lazy"])
@@ -111,6 +114,13 @@ async def test_openai_stop_sequence_ends_generation_with_finish_reason_stop(oai:
     # A stop string the text never reaches changes nothing.
     full = await oai.completions.create(model=MODEL, prompt=PROMPT, max_tokens=3, stop=["zebra"])
     assert (full.choices[0].text, full.choices[0].finish_reason) == (" the quick brown", "length")
+
+    # ... and a dashboard counts them as vLLM does, by finished_reason.
+    async with httpx.AsyncClient(base_url=vllm_url, timeout=10) as raw:
+        families = text_string_to_metric_families((await raw.get("/metrics")).text)
+    success = next(f for f in families if f.name == "vllm:request_success")
+    by_reason = {s.labels["finished_reason"]: s.value for s in success.samples if s.name.endswith("_total")}
+    assert (by_reason["stop"], by_reason["length"]) == (3, 1)
 
 
 async def test_openai_n_returns_n_choices(oai: openai.AsyncOpenAI) -> None:
