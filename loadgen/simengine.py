@@ -391,7 +391,8 @@ class SimEngineServer:
                 if not seq.finish_sent:  # e.g. finished with no token: a bare finish
                     seq.finish_sent = True
                     tail.append(sse(self._token_chunk(req, ctx, choice, seq, prompt, final=True, bare=True)))
-            if req.include_usage:
+            # TGI's completions take no stream_options: the last token's chunk carries the usage instead.
+            if req.include_usage and not (engine is Engine.TGI and req.endpoint is Endpoint.COMPLETIONS):
                 generated = sum(seq.tracked.timeline.generated for seq in seqs)
                 tail.append(sse(usage_chunk(ctx, req.endpoint, prompt, generated)))
             tail.append(sse("[DONE]"))

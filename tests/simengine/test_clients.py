@@ -215,7 +215,9 @@ async def test_openai_completions_stream_against_tgi_carries_tgi_chunk_fields(tg
     # TGI's router (router/src/server.rs, completions): every chunk is tagged "object": "text_completion",
     # tokens before the last have finish_reason "" and the last one carries the reason and the usage.
     async with openai.AsyncOpenAI(base_url=f"{tgi_url}/v1", api_key="none", max_retries=0) as client:
-        stream = await client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=3, stream=True)
+        stream = await client.completions.create(
+            model=MODEL, prompt=PROMPT, max_tokens=3, stream=True, stream_options={"include_usage": True}
+        )
         chunks = [chunk async for chunk in stream]
     assert [c.object for c in chunks] == ["text_completion"] * 3
     assert [c.choices[0].finish_reason for c in chunks] == ["", "", "length"]
