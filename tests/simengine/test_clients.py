@@ -231,7 +231,7 @@ async def test_openai_completions_stream_against_tgi_carries_tgi_chunk_fields(tg
 @pytest.mark.parametrize("engine", [Engine.VLLM, Engine.TGI])
 async def test_cold_start_refuses_connections_until_the_model_is_loaded(engine: Engine) -> None:
     async with (
-        running_server(config(engine, cold_start_s=0.5)) as (_, url),
+        running_server(config(engine, cold_start_s=1.5)) as (server, url),
         openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=5) as client,
     ):
         host, port = url.removeprefix("http://").split(":")
@@ -239,6 +239,6 @@ async def test_cold_start_refuses_connections_until_the_model_is_loaded(engine: 
             socket.create_connection((host, int(port)), timeout=1).close()
         with pytest.raises(openai.APIConnectionError):
             await client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=1)
-        await asyncio.sleep(0.6)
+        await asyncio.sleep(1.5 - server.now() + 0.1)
         done = await client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=1)
         assert done.choices[0].text == " the"

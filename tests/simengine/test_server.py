@@ -230,14 +230,14 @@ async def test_tgi_answers_429_beyond_max_concurrent_requests() -> None:
 
 async def test_not_ready_until_the_cold_start_has_elapsed() -> None:
     async with (
-        running_server(config(Engine.VLLM, cold_start_s=0.3)) as (_, url),
+        running_server(config(Engine.VLLM, cold_start_s=1.0)) as (server, url),
         httpx.AsyncClient(base_url=url, timeout=10) as client,
     ):
         with pytest.raises(httpx.ConnectError):  # the port refuses connections while the model loads
             await client.get("/health")
         with pytest.raises(httpx.ConnectError):
             await client.get("/metrics")
-        await asyncio.sleep(0.35)
+        await asyncio.sleep(1.0 - server.now() + 0.05)
         assert (await client.get("/health")).status_code == 200
 
 
