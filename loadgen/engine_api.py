@@ -2,7 +2,10 @@
 
 The shapes follow vLLM's OpenAI-compatible server (``vllm/entrypoints/openai``) and TGI's router
 (``router/src/server.rs``, ``router/src/lib.rs``). Only what a load generator or a dashboard looks at is
-filled in; sampling parameters are accepted and ignored (the simulator always generates ``max_tokens``).
+filled in. Sampling parameters are validated as vLLM validates them (``SamplingParams._verify_args`` in
+``vllm/sampling_params.py``) and otherwise ignored: the text is deterministic (``loadgen.tokens``). In vLLM
+mode ``n`` yields n choices and ``stop`` strings end generation where the deterministic text first contains
+one (``find_stop``).
 
 Error texts are the engines' own. vLLM answers an over-long prompt with 400 and
 ``This model's maximum context length is N tokens. However, your request has M input tokens. Please reduce
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +26,12 @@ from loadgen.tokens import chat_prompt_tokens, output_token_id, output_token_tex
 
 __all__ = [
     "ApiError",
+    "Choice",
     "Endpoint",
     "Engine",
     "GenerationRequest",
+    "StopHit",
+    "find_stop",
     "parse_request",
     "sse",
     "tgi_error",
@@ -75,6 +81,10 @@ class GenerationRequest:
     include_usage: bool
     details: bool
     model: str | None
+    n: int = 1
+    """Choices to generate (vLLM's ``n``); each is a sequence of its own in the engine."""
+    stop: tuple[str, ...] = ()
+    """vLLM's ``stop`` strings."""
 
 
 # --- errors ----------------------------------------------------------------------------------------
@@ -151,6 +161,41 @@ def _int_field(engine: Engine, body: Mapping[str, Any], *names: str) -> int | No
     return None
 
 
+def _float_field(body: Mapping[str, Any], name: str) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise vllm_error(400, f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _vllm_sampling(body: Mapping[str, Any]) -> tuple[int, tuple[str, ...]]:
+    """``n`` and ``stop`` of a vLLM request, after the checks of vLLM's ``SamplingParams._verify_args``
+    (``vllm/sampling_params.py``), whose ``ValueError`` the OpenAI server turns into a 400 ``BadRequestError``.
+    """
+    n = _int_field(Engine.VLLM, body, "n")
+    n = 1 if n is None else n
+    if n < 1:
+        raise vllm_error(400, f"n must be at least 1, got {n}.")
+    temperature = _float_field(body, "temperature")
+    if temperature is not None and temperature < 0.0:
+        raise vllm_error(400, f"temperature must be non-negative, got {temperature}.")
+    top_p = _float_field(body, "top_p")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise vllm_error(400, f"top_p must be in (0, 1], got {top_p}.")
+    stop = body.get("stop")
+    if stop is None:
+        stops: tuple[str, ...] = ()
+    elif isinstance(stop, str):
+        stops = (stop,)
+    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        stops = tuple(stop)
+    else:
+        raise vllm_error(400, "stop must be a string or a list of strings")
+    return n, tuple(s for s in stops if s)
+
+
 def _prompt_tokens(engine: Engine, prompt: object) -> int:
     if isinstance(prompt, str):
         return text_tokens(prompt)
@@ -199,24 +244,59 @@ def parse_request(
         prompt = chat_prompt_tokens(messages)
         max_tokens_opt = _int_field(engine, body, "max_completion_tokens", "max_tokens")
         max_tokens = max_tokens_opt if max_tokens_opt is not None else max_model_len - prompt
-        return GenerationRequest(endpoint, prompt, max_tokens, stream, include_usage, False, model_name)
+        n, stop = _vllm_sampling(body) if engine is Engine.VLLM else (1, ())
+        return GenerationRequest(endpoint, prompt, max_tokens, stream, include_usage, False, model_name, n, stop)
 
     prompt = _prompt_tokens(engine, body.get("prompt"))
     max_tokens_opt = _int_field(engine, body, "max_tokens")
     if max_tokens_opt is None:
         # vLLM's CompletionRequest defaults max_tokens to 16; TGI's /v1/completions to 100.
         max_tokens_opt = 16 if engine is Engine.VLLM else 100
-    return GenerationRequest(endpoint, prompt, max_tokens_opt, stream, include_usage, False, model_name)
+    n, stop = _vllm_sampling(body) if engine is Engine.VLLM else (1, ())
+    return GenerationRequest(endpoint, prompt, max_tokens_opt, stream, include_usage, False, model_name, n, stop)
+
+
+@dataclass(frozen=True, slots=True)
+class StopHit:
+    """Where a stop string ends generation: at output token ``tokens``, the one that completes ``stop``;
+    the output text keeps its first ``text_chars`` characters (the stop string itself is cut, as vLLM does
+    unless ``include_stop_str_in_output``)."""
+
+    tokens: int
+    text_chars: int
+    stop: str
+
+
+def find_stop(max_tokens: int, stops: Sequence[str]) -> StopHit | None:
+    """The first place the deterministic output of ``max_tokens`` tokens contains one of ``stops``.
+
+    vLLM checks the stop strings after each detokenized token, over the new text plus enough before it to
+    hold a stop string (``check_stop_strings`` in ``vllm/v1/engine/detokenizer.py``): generation ends on the
+    token that completes the first occurrence and the text is cut where that occurrence begins.
+    """
+    if not stops:
+        return None
+    text = ""
+    for index in range(1, max_tokens + 1):
+        piece = output_token_text(index)
+        text += piece
+        for stop in stops:
+            found = text.find(stop, max(0, len(text) - len(piece) - len(stop) + 1))
+            if found != -1:
+                return StopHit(index, found, stop)
+    return None
 
 
 # --- responses -------------------------------------------------------------------------------------
 
 
-def sse(engine: Engine, payload: Mapping[str, Any] | str) -> bytes:
-    """One server-sent event: ``data: {...}`` (vLLM, via Starlette) or ``data:{...}`` (TGI, via axum)."""
+def sse(payload: Mapping[str, Any] | str) -> bytes:
+    """One server-sent event, ``data: {...}``, as both engines frame it: vLLM writes the prefix itself
+    (``f"data: {...}\\n\\n"`` in ``vllm/entrypoints/openai/serving_completion.py``), TGI's router through
+    axum's ``sse::Event`` (``EventDataWriter`` writes ``data: `` in ``axum/src/response/sse.rs``), for
+    ``data: [DONE]`` too; ``huggingface_hub`` matches ``data: [DONE]`` exactly to end a stream."""
     data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
-    sep = "data: " if engine is Engine.VLLM else "data:"
-    return f"{sep}{data}\n\n".encode()
+    return f"data: {data}\n\n".encode()
 
 
 def usage(prompt_tokens: int, completion_tokens: int, engine: Engine) -> dict[str, Any]:
@@ -250,9 +330,32 @@ class ResponseContext:
         return f"{TGI_VERSION}-native"
 
 
-def completion_chunk(ctx: ResponseContext, index: int, finish_reason: str | None) -> dict[str, Any]:
-    """A streamed ``/v1/completions`` chunk carrying output token ``index`` (0 for a bare finish)."""
-    text = output_token_text(index) if index > 0 else ""
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One finished choice of a response: its text, tokens generated, and why it ended."""
+
+    text: str
+    tokens: int
+    finish_reason: str
+    stop_reason: str | None = None
+
+
+def completion_chunk(
+    ctx: ResponseContext,
+    text: str,
+    finish_reason: str | None,
+    *,
+    choice: int = 0,
+    stop_reason: str | None = None,
+    usage_body: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A streamed ``/v1/completions`` chunk carrying ``text`` for choice ``choice``.
+
+    TGI's router tags every chunk ``"object": "text_completion"`` (``#[serde(tag = "object")] enum
+    Completion`` in ``router/src/lib.rs``), sends ``finish_reason: ""`` until the last token, and puts the
+    finish reason and the usage in that last chunk (``CompletionFinal`` in ``completions`` of
+    ``router/src/server.rs``).
+    """
     if ctx.engine is Engine.VLLM:
         return {
             "id": f"cmpl-{ctx.request_id}",
@@ -260,35 +363,63 @@ def completion_chunk(ctx: ResponseContext, index: int, finish_reason: str | None
             "created": ctx.created,
             "model": ctx.model,
             "choices": [
-                {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
+                {
+                    "index": choice,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                    "stop_reason": stop_reason,
+                }
             ],
         }
+    choices = [{"index": choice, "text": text, "logprobs": None, "finish_reason": finish_reason or ""}]
+    if finish_reason is None:
+        return {
+            "object": "text_completion",
+            "id": "",
+            "created": ctx.created,
+            "choices": choices,
+            "model": ctx.model,
+            "system_fingerprint": ctx.fingerprint,
+        }
     return {
+        "object": "text_completion",
         "id": "",
         "created": ctx.created,
         "model": ctx.model,
         "system_fingerprint": ctx.fingerprint,
-        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+        "choices": choices,
+        "usage": dict(usage_body) if usage_body is not None else None,
     }
 
 
-def chat_chunk(ctx: ResponseContext, index: int, finish_reason: str | None, *, first: bool = False) -> dict[str, Any]:
-    """A streamed chat chunk: the role opener (``first``), or output token ``index`` (0 for a bare finish)."""
+def chat_chunk(
+    ctx: ResponseContext,
+    text: str,
+    finish_reason: str | None,
+    *,
+    choice: int = 0,
+    first: bool = False,
+    stop_reason: str | None = None,
+) -> dict[str, Any]:
+    """A streamed chat chunk for choice ``choice``: the role opener (``first``), or ``text``."""
     delta: dict[str, Any]
     if first:
         delta = {"role": "assistant", "content": ""}
     else:
-        delta = {"content": output_token_text(index) if index > 0 else ""}
+        delta = {"content": text}
         if ctx.engine is Engine.TGI:
             delta = {"role": "assistant", **delta}
-    choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    body: dict[str, Any] = {"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
     if ctx.engine is Engine.VLLM:
+        if finish_reason is not None:
+            body["stop_reason"] = stop_reason  # vLLM dumps chat chunks with exclude_unset: only the last has it
         return {
             "id": f"chatcmpl-{ctx.request_id}",
             "object": "chat.completion.chunk",
             "created": ctx.created,
             "model": ctx.model,
-            "choices": [choice],
+            "choices": [body],
         }
     return {
         "object": "chat.completion.chunk",
@@ -296,7 +427,7 @@ def chat_chunk(ctx: ResponseContext, index: int, finish_reason: str | None, *, f
         "created": ctx.created,
         "model": ctx.model,
         "system_fingerprint": ctx.fingerprint,
-        "choices": [choice],
+        "choices": [body],
         "usage": None,
     }
 
@@ -319,42 +450,37 @@ def usage_chunk(ctx: ResponseContext, endpoint: Endpoint, prompt: int, completio
 
 
 def completion_response(
-    ctx: ResponseContext, endpoint: Endpoint, prompt: int, completion: int, finish_reason: str
+    ctx: ResponseContext, endpoint: Endpoint, prompt: int, choices: Sequence[Choice]
 ) -> dict[str, Any]:
     """The non-streamed body of ``/v1/completions`` or ``/v1/chat/completions``."""
-    text = generated_text(completion)
     vllm = ctx.engine is Engine.VLLM
-    if endpoint is Endpoint.CHAT:
-        message: dict[str, Any] = {"role": "assistant", "content": text}
+    bodies: list[dict[str, Any]] = []
+    for index, result in enumerate(choices):
+        body: dict[str, Any]
+        if endpoint is Endpoint.CHAT:
+            message: dict[str, Any] = {"role": "assistant", "content": result.text}
+            if vllm:
+                message["tool_calls"] = []
+            body = {"index": index, "message": message, "logprobs": None, "finish_reason": result.finish_reason}
+        else:
+            body = {"index": index, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
         if vllm:
-            message["tool_calls"] = []
-        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
-        if vllm:
-            choice["stop_reason"] = None
-        body: dict[str, Any] = {
-            "id": f"chatcmpl-{ctx.request_id}" if vllm else "",
-            "object": "chat.completion",
-            "created": ctx.created,
-            "model": ctx.model,
-            "choices": [choice],
-            "usage": usage(prompt, completion, ctx.engine),
-        }
-    else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
-        if vllm:
-            choice["stop_reason"] = None
-            choice["prompt_logprobs"] = None
-        body = {
-            "id": f"cmpl-{ctx.request_id}" if vllm else "",
-            "object": "text_completion",
-            "created": ctx.created,
-            "model": ctx.model,
-            "choices": [choice],
-            "usage": usage(prompt, completion, ctx.engine),
-        }
+            body["stop_reason"] = result.stop_reason
+            if endpoint is not Endpoint.CHAT:
+                body["prompt_logprobs"] = None
+        bodies.append(body)
+    chat = endpoint is Endpoint.CHAT
+    response: dict[str, Any] = {
+        "id": f"{'chatcmpl' if chat else 'cmpl'}-{ctx.request_id}" if vllm else "",
+        "object": "chat.completion" if chat else "text_completion",
+        "created": ctx.created,
+        "model": ctx.model,
+        "choices": bodies,
+        "usage": usage(prompt, sum(c.tokens for c in choices), ctx.engine),
+    }
     if not vllm:
-        body["system_fingerprint"] = ctx.fingerprint
-    return body
+        response["system_fingerprint"] = ctx.fingerprint
+    return response
 
 
 def _tgi_token(index: int) -> dict[str, Any]:

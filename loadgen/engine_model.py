@@ -78,6 +78,8 @@ class FinishReason(enum.StrEnum):
 
     LENGTH = "length"
     ABORT = "abort"
+    STOP = "stop"
+    """A stop string ended it (the model runs it to its token count; ``EngineRuntime`` names the reason)."""
 
 
 class RejectReason(enum.StrEnum):

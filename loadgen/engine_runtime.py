@@ -35,6 +35,8 @@ class TrackedRequest:
 
     timeline: RequestTimeline
     notify: Callable[[], None] | None = None
+    stops: bool = False
+    """Its last token completes a stop string: it finishes as ``stop``."""
 
     @property
     def done(self) -> bool:
@@ -59,12 +61,21 @@ class EngineRuntime:
         self._ids = itertools.count(1)
 
     def submit(
-        self, prompt_tokens: int, max_tokens: int, *, now: float, notify: Callable[[], None] | None = None
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        *,
+        now: float,
+        notify: Callable[[], None] | None = None,
+        stops: bool = False,
     ) -> TrackedRequest:
-        """Admit a request to the engine's queue; raises ``RequestRejected`` if the engine refuses it."""
+        """Admit a request to the engine's queue; raises ``RequestRejected`` if the engine refuses it.
+
+        ``stops``: its last token completes a stop string, so it finishes as ``stop`` rather than ``length``.
+        """
         rid = f"{next(self._ids):08x}"
         self.model.submit(rid, prompt_tokens, max_tokens, at=now)
-        tracked = TrackedRequest(RequestTimeline(rid, prompt_tokens, max_tokens, arrival=now), notify)
+        tracked = TrackedRequest(RequestTimeline(rid, prompt_tokens, max_tokens, arrival=now), notify, stops)
         self._requests[rid] = tracked
         self.metrics.request_accepted(tracked.timeline)
         self._deliver(self.model.advance(now))
@@ -123,7 +134,8 @@ class EngineRuntime:
                 self.metrics.preempted(tl)
             else:
                 tl.finished = event.t
-                tl.finish_reason = event.reason
+                stopped = tracked.stops and event.reason is FinishReason.LENGTH
+                tl.finish_reason = FinishReason.STOP if stopped else event.reason
                 if event.reason is FinishReason.ABORT:
                     tl.generated = min(tl.generated, event.generated)
                 self.metrics.finished(tl)

@@ -10,11 +10,10 @@ them as the engine would.
 
 Differences from the real servers, on purpose:
 
-* During the cold start the real servers are not listening at all (connection refused). simengine listens
-  at once and answers 503 on every route, ``/health`` and ``/metrics`` included, until the cold start has
-  elapsed; a readiness probe and a Prometheus scrape see "not ready" either way.
-* Every request generates exactly ``max_tokens`` tokens (as with ``ignore_eos``), of filler words; one
-  whitespace-separated word of prompt counts as one token (see ``loadgen.tokens``).
+* Every request generates ``max_tokens`` tokens (as with ``ignore_eos``) of a fixed sequence of filler
+  words; one whitespace-separated word of prompt counts as one token (see ``loadgen.tokens``). In vLLM mode
+  a ``stop`` string ends generation where that fixed text first contains it (``finish_reason: "stop"``), and
+  the ``n`` choices are n sequences in the engine with the same text.
 * On SIGTERM it stops listening, answers 503 to new requests on open connections, lets the requests in
   flight finish (up to ``--drain-timeout``), then exits, as vLLM or TGI do behind a preStop hook.
 """
@@ -24,12 +23,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
+import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +39,17 @@ from aiohttp import web
 from loadgen.engine_api import (
     VLLM_VERSION,
     ApiError,
+    Choice,
     Endpoint,
     Engine,
     GenerationRequest,
     ResponseContext,
+    StopHit,
     chat_chunk,
     completion_chunk,
     completion_response,
+    find_stop,
+    generated_text,
     parse_request,
     sse,
     tgi_error,
@@ -54,6 +59,7 @@ from loadgen.engine_api import (
     tgi_overloaded,
     tgi_rejection,
     tgi_stream_token,
+    usage,
     usage_chunk,
     vllm_error,
     vllm_models,
@@ -63,6 +69,7 @@ from loadgen.engine_metrics import VLLM_METRICS_VERSIONS, EngineMetrics, TgiMetr
 from loadgen.engine_model import BatchingMode, RequestRejected
 from loadgen.engine_runtime import EngineRuntime, TrackedRequest
 from loadgen.profiles import PROFILES, EngineProfile, get_profile
+from loadgen.tokens import output_token_text
 
 __all__ = ["ServerConfig", "SimEngineServer", "main", "running_server"]
 
@@ -196,7 +203,7 @@ class SimEngineServer:
         return app
 
     def _error(self, err: ApiError) -> web.Response:
-        return web.json_response(err.body, status=err.status)
+        return _json(err.body, err.status)
 
     def _unavailable(self, message: str) -> web.Response:
         if self.config.engine is Engine.VLLM:
@@ -205,11 +212,20 @@ class SimEngineServer:
 
     @web.middleware
     async def _gate(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
-        remaining = self.config.cold_start_s - self.now()
-        if remaining > 0:
-            return self._unavailable(f"The model is loading (simulated cold start, {remaining:.1f}s left)")
-        response: web.StreamResponse = await handler(request)
+        try:
+            response: web.StreamResponse = await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as missing:
+            return self._no_route(missing)
         return response
+
+    def _no_route(self, missing: web.HTTPException) -> web.Response:
+        """A path or method no route serves. vLLM's FastAPI answers with Starlette's default handler,
+        ``{"detail": "Not Found"}`` (or ``"Method Not Allowed"``) as JSON; TGI's axum router has no fallback
+        route (``router/src/server.rs``), and axum's default is the bare status with an empty body."""
+        headers = {"Allow": missing.headers["Allow"]} if "Allow" in missing.headers else {}
+        if self.config.engine is Engine.VLLM:
+            return _json({"detail": missing.reason}, missing.status, headers)
+        return web.Response(status=missing.status, headers=headers)
 
     async def _health(self, request: web.Request) -> web.Response:
         if self._draining:
@@ -277,11 +293,23 @@ class SimEngineServer:
             metrics.request_rejected(err.error_kind)
             return self._error(err)
         if stream is not None:
-            req = _with_stream(req, stream)
+            req = dataclasses.replace(req, stream=stream)
 
+        # A stop string ends every choice at the same token, since the text is deterministic: the engine is
+        # asked for that many tokens, once the request has passed validation with the max_tokens it carries.
+        hit = find_stop(req.max_tokens, req.stop)
         wakeup = asyncio.Event()
+        seqs: list[_Sequence] = []
         try:
-            tracked = self.runtime.submit(req.prompt_tokens, req.max_tokens, now=self.now(), notify=wakeup.set)
+            refusal = self.runtime.model.validate(req.prompt_tokens, req.max_tokens)
+            if refusal is not None:
+                raise RequestRejected(refusal)
+            for _ in range(req.n):  # vLLM runs each of n choices as a request of its own in the engine
+                tokens = req.max_tokens if hit is None else hit.tokens
+                tracked = self.runtime.submit(
+                    req.prompt_tokens, tokens, now=self.now(), notify=wakeup.set, stops=hit is not None
+                )
+                seqs.append(_Sequence(tracked, hit))
         except RequestRejected as rejected:
             refusal = rejected.rejection
             answer = vllm_rejection(refusal) if cfg.engine is Engine.VLLM else tgi_rejection(refusal)
@@ -292,13 +320,16 @@ class SimEngineServer:
         self._idle.clear()
         try:
             if req.stream:
-                return await self._stream(request, req, tracked, wakeup)
-            await _wait_done(tracked, wakeup)
-            return self._final_response(req, tracked, compat=compat)
+                return await self._stream(request, req, seqs, wakeup)
+            while not all(seq.tracked.done for seq in seqs):
+                await wakeup.wait()
+                wakeup.clear()
+            return self._final_response(req, seqs, compat=compat)
         finally:
-            if not tracked.done:
-                self.runtime.cancel(tracked, now=self.now())
-                self._wake.set()
+            for seq in seqs:
+                if not seq.tracked.done:
+                    self.runtime.cancel(seq.tracked, now=self.now())
+                    self._wake.set()
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
@@ -308,22 +339,24 @@ class SimEngineServer:
             self.config.engine, tracked.timeline.request_id, self.config.model_name, int(time.time())
         )
 
-    def _final_response(self, req: GenerationRequest, tracked: TrackedRequest, *, compat: bool) -> web.Response:
-        tl = tracked.timeline
-        reason = tl.finish_reason.value if tl.finish_reason is not None else "length"
+    def _final_response(self, req: GenerationRequest, seqs: list[_Sequence], *, compat: bool) -> web.Response:
+        tl = seqs[0].tracked.timeline
         if req.endpoint is Endpoint.GENERATE:
-            payload = tgi_generate_response(tl.prompt_tokens, tl.generated, details=req.details, finish_reason=reason)
+            payload = tgi_generate_response(
+                tl.prompt_tokens, tl.generated, details=req.details, finish_reason=seqs[0].reason
+            )
             headers = {
                 "x-prompt-tokens": str(tl.prompt_tokens),
                 "x-generated-tokens": str(tl.generated),
                 "x-compute-type": "gpu+optimized",
             }
             return web.json_response([payload] if compat else payload, headers=headers)
-        ctx = self._context(tracked)
-        return web.json_response(completion_response(ctx, req.endpoint, tl.prompt_tokens, tl.generated, reason))
+        ctx = self._context(seqs[0].tracked)
+        choices = [seq.result() for seq in seqs]
+        return web.json_response(completion_response(ctx, req.endpoint, tl.prompt_tokens, choices))
 
     async def _stream(
-        self, request: web.Request, req: GenerationRequest, tracked: TrackedRequest, wakeup: asyncio.Event
+        self, request: web.Request, req: GenerationRequest, seqs: list[_Sequence], wakeup: asyncio.Event
     ) -> web.StreamResponse:
         engine = self.config.engine
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -331,34 +364,38 @@ class SimEngineServer:
             headers["X-Accel-Buffering"] = "no"
         response = web.StreamResponse(status=200, headers=headers)
         await response.prepare(request)
-        ctx = self._context(tracked)
-        tl = tracked.timeline
+        ctx = self._context(seqs[0].tracked)
+        prompt = seqs[0].tracked.timeline.prompt_tokens
         if req.endpoint is Endpoint.CHAT and engine is Engine.VLLM:
-            await response.write(sse(engine, chat_chunk(ctx, 0, None, first=True)))
-        sent = 0
-        finish_sent = False
+            # vLLM opens a chat stream with one role chunk per choice (serving_chat.py).
+            opener = b"".join(sse(chat_chunk(ctx, "", None, choice=i, first=True)) for i in range(len(seqs)))
+            await response.write(opener)
         while True:
             await wakeup.wait()
             wakeup.clear()
             chunks: list[bytes] = []
-            while sent < tl.generated:
-                sent += 1
-                final = tracked.done and sent == tl.generated
-                reason = tl.finish_reason.value if final and tl.finish_reason is not None else None
-                finish_sent = finish_sent or final
-                chunks.append(sse(engine, self._token_chunk(req, ctx, sent, reason, final=final)))
+            for choice, seq in enumerate(seqs):
+                tl = seq.tracked.timeline
+                while seq.sent < tl.generated:
+                    seq.sent += 1
+                    final = seq.tracked.done and seq.sent == tl.generated
+                    seq.finish_sent = seq.finish_sent or final
+                    chunks.append(sse(self._token_chunk(req, ctx, choice, seq, prompt, final=final)))
             if chunks:
                 await response.write(b"".join(chunks))
-            if tracked.done:
+            if all(seq.tracked.done for seq in seqs):
                 break
         tail: list[bytes] = []
-        reason = tl.finish_reason.value if tl.finish_reason is not None else "length"
-        if not finish_sent and req.endpoint is not Endpoint.GENERATE:
-            tail.append(sse(engine, self._token_chunk(req, ctx, 0, reason, final=True)))
-        if req.include_usage and req.endpoint is not Endpoint.GENERATE:
-            tail.append(sse(engine, usage_chunk(ctx, req.endpoint, tl.prompt_tokens, tl.generated)))
         if req.endpoint is not Endpoint.GENERATE:
-            tail.append(sse(engine, "[DONE]"))
+            for choice, seq in enumerate(seqs):
+                if not seq.finish_sent:  # e.g. finished with no token: a bare finish
+                    seq.finish_sent = True
+                    tail.append(sse(self._token_chunk(req, ctx, choice, seq, prompt, final=True, bare=True)))
+            # TGI's completions take no stream_options: the last token's chunk carries the usage instead.
+            if req.include_usage and not (engine is Engine.TGI and req.endpoint is Endpoint.COMPLETIONS):
+                generated = sum(seq.tracked.timeline.generated for seq in seqs)
+                tail.append(sse(usage_chunk(ctx, req.endpoint, prompt, generated)))
+            tail.append(sse("[DONE]"))
         if tail:
             await response.write(b"".join(tail))
         await response.write_eof()
@@ -366,32 +403,80 @@ class SimEngineServer:
 
     @staticmethod
     def _token_chunk(
-        req: GenerationRequest, ctx: ResponseContext, index: int, reason: str | None, *, final: bool
+        req: GenerationRequest,
+        ctx: ResponseContext,
+        choice: int,
+        seq: _Sequence,
+        prompt: int,
+        *,
+        final: bool,
+        bare: bool = False,
     ) -> dict[str, Any]:
+        text = "" if bare else seq.piece(seq.sent)
+        reason = seq.reason if final else None
+        stop_reason = seq.hit.stop if final and seq.hit is not None else None
         if req.endpoint is Endpoint.CHAT:
-            return chat_chunk(ctx, index, reason)
+            return chat_chunk(ctx, text, reason, choice=choice, stop_reason=stop_reason)
         if req.endpoint is Endpoint.COMPLETIONS:
-            return completion_chunk(ctx, index, reason)
+            generated = seq.tracked.timeline.generated
+            return completion_chunk(
+                ctx,
+                text,
+                reason,
+                choice=choice,
+                stop_reason=stop_reason,
+                usage_body=usage(prompt, generated, ctx.engine) if final else None,
+            )
         return tgi_stream_token(
-            index,
+            seq.sent,
             final=final,
-            prompt=req.prompt_tokens,
-            generated=index,
+            prompt=prompt,
+            generated=seq.sent,
             details=req.details,
             finish_reason=reason or "length",
         )
 
 
-def _with_stream(req: GenerationRequest, stream: bool) -> GenerationRequest:
-    return GenerationRequest(
-        req.endpoint, req.prompt_tokens, req.max_tokens, stream, req.include_usage, req.details, req.model
-    )
+def _json(body: Any, status: int, headers: Mapping[str, str] | None = None) -> web.Response:
+    """A JSON response typed ``application/json`` with no charset parameter, as Starlette's ``JSONResponse``
+    and axum's ``Json`` send it (aiohttp's ``json_response`` would add ``; charset=utf-8``)."""
+    data = json.dumps(body, separators=(",", ":")).encode()
+    return web.Response(body=data, status=status, headers={**(headers or {}), "Content-Type": "application/json"})
 
 
-async def _wait_done(tracked: TrackedRequest, wakeup: asyncio.Event) -> None:
-    while not tracked.done:
-        await wakeup.wait()
-        wakeup.clear()
+@dataclass(slots=True)
+class _Sequence:
+    """One choice of a request in the engine, and how much of it has been streamed."""
+
+    tracked: TrackedRequest
+    hit: StopHit | None
+    sent: int = 0
+    """Output tokens streamed so far."""
+    chars: int = 0
+    """Characters of uncut output text before token ``sent + 1``."""
+    finish_sent: bool = False
+
+    @property
+    def reason(self) -> str:
+        """The finish reason (``stop`` when a stop string ended it)."""
+        tl = self.tracked.timeline
+        return tl.finish_reason.value if tl.finish_reason is not None else "length"
+
+    def piece(self, index: int) -> str:
+        """The text of output token ``index`` (called once per token, in order), cut at a stop string."""
+        text = output_token_text(index)
+        start, self.chars = self.chars, self.chars + len(text)
+        if self.hit is None:
+            return text
+        return text[: max(0, self.hit.text_chars - start)]
+
+    def result(self) -> Choice:
+        generated = self.tracked.timeline.generated
+        text = generated_text(generated)
+        stop_reason = None
+        if self.reason == "stop" and self.hit is not None:
+            text, stop_reason = text[: self.hit.text_chars], self.hit.stop
+        return Choice(text, generated, self.reason, stop_reason)
 
 
 # --- running ---------------------------------------------------------------------------------------
@@ -401,21 +486,51 @@ async def _wait_done(tracked: TrackedRequest, wakeup: asyncio.Event) -> None:
 async def running_server(
     config: ServerConfig, host: str = "127.0.0.1", port: int = 0
 ) -> AsyncIterator[tuple[SimEngineServer, str]]:
-    """Start a server on ``host:port`` (0 picks a free port); yields it and its base URL, then drains it."""
+    """Start a server on ``host:port`` (0 picks a free port); yields it and its base URL, then drains it.
+
+    The port is bound at once but listened on only once the cold start has elapsed, so until then a client
+    is refused a connection, as by a loading engine: vLLM binds its socket before it builds the engine and
+    listens only when uvicorn starts after it (``setup_server``/``create_server_socket`` in
+    ``vllm/entrypoints/openai/api_server.py``); TGI's launcher starts the router, the process that binds the
+    port, only once every shard reports ready (``launcher/src/main.rs``).
+    """
     server = SimEngineServer(config)
     runner = web.AppRunner(server.app, handler_cancellation=True, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    sockets = runner.addresses
-    bound_port = sockets[0][1] if sockets else port
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        yield server, f"http://{host}:{bound_port}"
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        await runner.cleanup()
+        raise
+    bound_port = sock.getsockname()[1]
+    url = f"http://{host}:{bound_port}"
+    site = web.SockSite(runner, sock)
+
+    async def open_when_loaded() -> None:
+        await asyncio.sleep(max(0.0, config.cold_start_s - server.now()))
+        await site.start()  # listen(): connections are accepted from here on
+        if config.cold_start_s > 0:
+            log.info("Model loaded; accepting connections on %s", url)
+
+    opening = asyncio.create_task(open_when_loaded(), name="simengine-cold-start")
+    try:
+        if config.cold_start_s <= 0:
+            await opening
+        yield server, url
     finally:
         server.begin_drain()
-        await site.stop()
+        if not opening.done():
+            opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await opening
+        if opening.done() and not opening.cancelled() and opening.exception() is None:
+            await site.stop()
         await server.wait_drained(config.drain_timeout_s)
         await runner.cleanup()
+        sock.close()
 
 
 async def serve(config: ServerConfig, host: str, port: int) -> None:
@@ -459,7 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="seconds of 503 before /health turns ready (default: the profile's cached cold start)",
+        help="seconds the port refuses connections, as while an engine loads its model (default: the profile's "
+        "cached cold start)",
     )
     parser.add_argument("--naive", action="store_true", help="serve fixed batches run to completion")
     parser.add_argument(
