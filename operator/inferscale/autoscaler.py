@@ -285,6 +285,10 @@ def plan_service(
             f"see `kubectl describe pod -l {SERVICE_LABEL}={view.isvc.metadata.name}`."
         )
         decision = decision.model_copy(update={"message": decision.message + failing})
+    if (view.pods.failing or view.pods.pending) and view.pods.kubernetes_says:
+        # In Kubernetes' own words: the scheduler's for a Pending pod, the kubelet's for a failing one.
+        said = f" Kubernetes says: {view.pods.kubernetes_says}"
+        decision = decision.model_copy(update={"message": decision.message + said})
     if manual:
         # Report what Auto would do, change nothing: the user owns the count.
         would = f"Auto would run {decision.replicas} ({decision.reason.value}: {decision.message})"

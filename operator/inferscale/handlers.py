@@ -50,7 +50,7 @@ from inferscale.drift import Drift, drift
 from inferscale.kube import Kube, KubeError, NotFound
 from inferscale.metrics import MetricsError, PrometheusSignals
 from inferscale.promql import ServiceKey, ServiceSignals
-from inferscale.replicas import ReplicaCounts, classify
+from inferscale.replicas import classify, kubernetes_says, tally
 from inferscale.status import (
     READY,
     RECONCILED,
@@ -161,8 +161,8 @@ def engine_deployments(*, namespace: str | None, name: str, spec: kopf.Spec, **_
 @kopf.index("", "v1", "pods", labels={render.SERVICE_LABEL: kopf.PRESENT})
 def engine_pods(
     *, namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> dict[ServiceKey, tuple[str, str]]:
-    return {(namespace or "", labels[render.SERVICE_LABEL]): (name, classify(body))}
+) -> dict[ServiceKey, tuple[str, str, str | None]]:
+    return {(namespace or "", labels[render.SERVICE_LABEL]): (name, classify(body), kubernetes_says(body))}
 
 
 def _child(body: kopf.Body) -> dict[ServiceKey, dict[str, Any]]:
@@ -203,7 +203,7 @@ class Indexes:
 
     isvcs: kopf.Index[ServiceKey, dict[str, Any]]  # inferenceservices: the objects
     deployments: kopf.Index[ServiceKey, int]  # engine_deployments: spec.replicas
-    pods: kopf.Index[ServiceKey, tuple[str, str]]  # engine_pods: (pod name, replicas.classify)
+    pods: kopf.Index[ServiceKey, tuple[str, str, str | None]]  # engine_pods: (name, classify, kubernetes_says)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -538,16 +538,9 @@ def _views(indexes: Indexes) -> Iterable[tuple[dict[str, Any], ServiceView]]:
                 isvc = InferenceService(metadata=ObjectMeta.model_validate(meta), spec=parse_spec(body["spec"]))
             except InvalidSpec:
                 continue  # reconcile reports it; nothing to scale
-            tally = {"ready": 0, "starting": 0, "pending": 0, "failing": 0, "terminating": 0}
-            for _, kind in pods.get(key, []):
-                tally[kind] += 1
+            counts = tally((kind, says) for _, kind, says in pods.get(key, []))
             replicas = next(iter(deployments[key]))
-            yield (
-                body,
-                ServiceView(
-                    isvc=isvc, status=body["status"], deployment_replicas=replicas, pods=ReplicaCounts(**tally)
-                ),
-            )
+            yield body, ServiceView(isvc=isvc, status=body["status"], deployment_replicas=replicas, pods=counts)
 
 
 @dataclass(frozen=True)
@@ -657,7 +650,7 @@ async def _act(
     view: ServiceView,
     plan: Plan,
     pod_load: dict[ServiceKey, dict[str, float]],
-    pods: kopf.Index[ServiceKey, tuple[str, str]],
+    pods: kopf.Index[ServiceKey, tuple[str, str, str | None]],
     logger: kopf.Logger,
     now: datetime,
 ) -> str | None:
@@ -739,10 +732,10 @@ def _changed(status: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 
 async def _set_deletion_costs(
-    kube: Kube, namespace: str, load: dict[str, float], pods: Iterable[tuple[str, str]]
+    kube: Kube, namespace: str, load: dict[str, float], pods: Iterable[tuple[str, str, str | None]]
 ) -> None:
     """Mark the pods with the fewest requests in flight to go first, so the drain is short."""
-    for pod, kind in pods:
+    for pod, kind, _ in pods:
         if kind != "ready" or pod not in load:
             continue
         cost = str(round(load[pod]))

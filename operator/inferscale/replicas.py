@@ -25,6 +25,8 @@ class ReplicaCounts:
     pending: int = 0
     failing: int = 0
     terminating: int = 0
+    kubernetes_says: str | None = None
+    """Kubernetes' own words on one Pending or failing pod (`kubernetes_says`), if any is."""
 
 
 def _condition(pod: Mapping[str, Any], type_: str) -> Mapping[str, Any]:
@@ -51,8 +53,42 @@ def classify(pod: Mapping[str, Any]) -> str:
     return "starting"
 
 
+def kubernetes_says(pod: Mapping[str, Any]) -> str | None:
+    """Why Kubernetes does not run a Pending or failing pod, in its words (the scheduler's, the kubelet's)."""
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled.get("status") == "False" and scheduled.get("message"):
+        return f"pod {_name(pod)}: {scheduled['message']}"
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in FAILING_REASONS:
+            return f"pod {_name(pod)}: {waiting['reason']}: {waiting.get('message') or 'no message'}"
+    if status.get("phase") == "Failed":
+        return f"pod {_name(pod)}: Failed: {status.get('message') or status.get('reason') or 'no message'}"
+    return None
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name", "?"))
+
+
 def count(pods: Iterable[Mapping[str, Any]]) -> ReplicaCounts:
-    tally = {"ready": 0, "starting": 0, "pending": 0, "failing": 0, "terminating": 0}
-    for pod in pods:
-        tally[classify(pod)] += 1
-    return ReplicaCounts(**tally)
+    return tally((classify(pod), kubernetes_says(pod)) for pod in pods)
+
+
+def tally(kinds: Iterable[tuple[str, str | None]]) -> ReplicaCounts:
+    """Counts from each pod's `classify` and `kubernetes_says`; the first Pending or failing pod's words kept."""
+    counts = {"ready": 0, "starting": 0, "pending": 0, "failing": 0, "terminating": 0}
+    said: str | None = None
+    for kind, says in kinds:
+        counts[kind] += 1
+        if kind in ("pending", "failing"):
+            said = said or says
+    return ReplicaCounts(
+        ready=counts["ready"],
+        starting=counts["starting"],
+        pending=counts["pending"],
+        failing=counts["failing"],
+        terminating=counts["terminating"],
+        kubernetes_says=said,
+    )

@@ -276,6 +276,9 @@ def test_gpu_capacity_exhausted_is_reported_and_replicas_do_not_run_away(
     seen = asyncio.run(hold_streams(proxy, 30, limited_for_a_while, timeout=120))
     assert seen["before"] == seen["after"] < 8, seen
     assert "Pending" in seen["condition"]["message"]
+    # And in the scheduler's own words, e.g. "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert "Kubernetes says: pod chat-" in seen["condition"]["message"]
+    assert "Insufficient nvidia.com/gpu" in seen["condition"]["message"]
     pods = get_json("-n", namespace, "pods", "-l", "inferscale.io/service=chat")["items"]
     unschedulable = [p for p in pods if condition(p, "PodScheduled").get("reason") == "Unschedulable"]
     assert unschedulable, [p["status"] for p in pods]

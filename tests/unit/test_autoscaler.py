@@ -152,6 +152,22 @@ def test_crash_looping_replicas_are_named_and_not_counted_as_capacity() -> None:
     assert "kubectl describe pod -l inferscale.io/service=llama" in message
 
 
+def test_pending_pods_are_said_in_the_schedulers_words() -> None:
+    view = _view(replicas=3, ready=2, pending=1)
+    words = "pod llama-2: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    pending = ServiceView(
+        isvc=view.isvc,
+        status=view.status,
+        deployment_replicas=3,
+        pods=ReplicaCounts(ready=2, pending=1, kubernetes_says=words),
+    )
+    plan = plan_service(pending, _signals(waiting=40, running=32, ttft=3.0), metrics_error=None, now=NOW, **WINDOW)
+    assert plan.decision.reason.value == "GPUCapacityReached"
+    assert plan.decision.message.endswith(f"Kubernetes says: {words}")
+    limited = next(c for c in plan.status["conditions"] if c["type"] == "ScalingLimited")
+    assert limited["reason"] == "GPUCapacityReached" and words in limited["message"]
+
+
 def test_queue_wait_and_prefill_reach_the_policy_and_the_status() -> None:
     signals = _signals(waiting=12, running=16, ttft=1.9).model_copy(
         update={

@@ -75,7 +75,7 @@ def indexes(replicas: dict[ServiceKey, int], *, invalid: Iterable[ServiceKey] = 
         metadata = {"name": name, "namespace": namespace}
         isvcs[(namespace, name)] = [{"metadata": metadata, "spec": spec, "status": status}]
         deployments[(namespace, name)] = [count]
-        pods[(namespace, name)] = [(f"{name}-{i}", "ready") for i in range(count)]
+        pods[(namespace, name)] = [(f"{name}-{i}", "ready", None) for i in range(count)]
     return handlers.Indexes(isvcs=isvcs, deployments=deployments, pods=pods)  # type: ignore[arg-type]
 
 

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from inferscale.replicas import ReplicaCounts, classify, count
+from inferscale.replicas import ReplicaCounts, classify, count, kubernetes_says
 
 
 def _pod(
@@ -38,3 +38,16 @@ def test_count() -> None:
     pods = [_pod(ready=True), _pod(ready=True), _pod(), _pod("Pending", unschedulable=True), _pod(deleting=True)]
     assert count(pods) == ReplicaCounts(ready=2, starting=1, pending=1, failing=0, terminating=1)
     assert count([]) == ReplicaCounts()
+
+
+def test_kubernetes_own_words_on_a_pod_it_does_not_run() -> None:
+    unschedulable = _pod("Pending", unschedulable=True)
+    unschedulable["status"]["conditions"][0]["message"] = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    crashing = _pod(waiting="CrashLoopBackOff")
+    crashing["status"]["containerStatuses"][0]["state"]["waiting"]["message"] = "back-off 5m0s restarting engine"
+    assert kubernetes_says(unschedulable) == "pod p: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    assert kubernetes_says(crashing) == "pod p: CrashLoopBackOff: back-off 5m0s restarting engine"
+    assert kubernetes_says(_pod(ready=True)) is None
+    # The counts keep the first such pod's words; a ready or starting pod has none to give.
+    assert count([_pod(ready=True), unschedulable, crashing]).kubernetes_says == kubernetes_says(unschedulable)
+    assert count([_pod(ready=True), _pod()]).kubernetes_says is None
