@@ -50,7 +50,7 @@ from inferscale.drift import Drift, drift
 from inferscale.kube import Kube, KubeError, NotFound
 from inferscale.metrics import MetricsError, PrometheusSignals
 from inferscale.promql import ServiceKey, ServiceSignals
-from inferscale.replicas import classify, kubernetes_says, tally
+from inferscale.replicas import assess, tally
 from inferscale.status import (
     READY,
     RECONCILED,
@@ -162,7 +162,7 @@ def engine_deployments(*, namespace: str | None, name: str, spec: kopf.Spec, **_
 def engine_pods(
     *, namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
 ) -> dict[ServiceKey, tuple[str, str, str | None]]:
-    return {(namespace or "", labels[render.SERVICE_LABEL]): (name, classify(body), kubernetes_says(body))}
+    return {(namespace or "", labels[render.SERVICE_LABEL]): (name, *assess(body))}
 
 
 def _child(body: kopf.Body) -> dict[ServiceKey, dict[str, Any]]:
@@ -203,7 +203,7 @@ class Indexes:
 
     isvcs: kopf.Index[ServiceKey, dict[str, Any]]  # inferenceservices: the objects
     deployments: kopf.Index[ServiceKey, int]  # engine_deployments: spec.replicas
-    pods: kopf.Index[ServiceKey, tuple[str, str, str | None]]  # engine_pods: (name, classify, kubernetes_says)
+    pods: kopf.Index[ServiceKey, tuple[str, str, str | None]]  # engine_pods: (name, *replicas.assess)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)

@@ -36,48 +36,42 @@ def _condition(pod: Mapping[str, Any], type_: str) -> Mapping[str, Any]:
 
 def classify(pod: Mapping[str, Any]) -> str:
     """One of: ready, starting, pending, failing, terminating."""
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return "terminating"
-    status = pod.get("status") or {}
-    scheduled = _condition(pod, "PodScheduled")
-    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-        return "pending"
-    if status.get("phase") in ("Failed", "Succeeded"):
-        return "failing"
-    if _condition(pod, "Ready").get("status") == "True":
-        return "ready"
-    for container in status.get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in FAILING_REASONS:
-            return "failing"
-    return "starting"
+    return assess(pod)[0]
 
 
 def kubernetes_says(pod: Mapping[str, Any]) -> str | None:
     """Why Kubernetes does not run a Pending or failing pod, in its words (the scheduler's, the kubelet's)."""
-    scheduled = _condition(pod, "PodScheduled")
-    if scheduled.get("status") == "False" and scheduled.get("message"):
-        return f"pod {_name(pod)}: {scheduled['message']}"
+    return assess(pod)[1]
+
+
+def assess(pod: Mapping[str, Any]) -> tuple[str, str | None]:
+    """What the pod is (`classify`) and, for a Pending or failing one, Kubernetes' words on why."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return "terminating", None
+    name = (pod.get("metadata") or {}).get("name", "?")
     status = pod.get("status") or {}
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        return "pending", f"pod {name}: {scheduled['message']}" if scheduled.get("message") else None
+    phase = status.get("phase")
+    if phase in ("Failed", "Succeeded"):
+        words = f"pod {name}: Failed: {status.get('message') or status.get('reason') or 'no message'}"
+        return "failing", words if phase == "Failed" else None
+    if _condition(pod, "Ready").get("status") == "True":
+        return "ready", None
     for container in status.get("containerStatuses") or []:
         waiting = (container.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in FAILING_REASONS:
-            return f"pod {_name(pod)}: {waiting['reason']}: {waiting.get('message') or 'no message'}"
-    if status.get("phase") == "Failed":
-        return f"pod {_name(pod)}: Failed: {status.get('message') or status.get('reason') or 'no message'}"
-    return None
-
-
-def _name(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name", "?"))
+            return "failing", f"pod {name}: {waiting['reason']}: {waiting.get('message') or 'no message'}"
+    return "starting", None
 
 
 def count(pods: Iterable[Mapping[str, Any]]) -> ReplicaCounts:
-    return tally((classify(pod), kubernetes_says(pod)) for pod in pods)
+    return tally(assess(pod) for pod in pods)
 
 
 def tally(kinds: Iterable[tuple[str, str | None]]) -> ReplicaCounts:
-    """Counts from each pod's `classify` and `kubernetes_says`; the first Pending or failing pod's words kept."""
+    """Counts from each pod's `assess`; the first Pending or failing pod's words kept."""
     counts = {"ready": 0, "starting": 0, "pending": 0, "failing": 0, "terminating": 0}
     said: str | None = None
     for kind, says in kinds:
