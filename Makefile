@@ -4,40 +4,32 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: help deps install lint crd lock image cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit demo down
+.PHONY: help deps deps-demo install lint crd lock image helm cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit demo down
 
 help:
 	@echo "make demo         local cluster + operator + an example InferenceService, shown with kubectl"
 	@echo "make test         everything: lint, unit tests, end-to-end tests on the local cluster"
 	@echo "make test-unit    unit tests only (no cluster)"
 	@echo "make down         stop the demo's operator and the local cluster"
+	@echo "make helm         build the pinned helm (the chart's tests need it; make test builds it)"
 	@echo "make crd          regenerate crds/ (and the Helm chart's copy) and docs/reference.md from the models"
 	@echo "make image        build the operator's OCI image without Docker (build/image/, needs root)"
 	@echo "make lock         re-pin the container image's dependencies (requirements.lock)"
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	@PYTHON=$(PYTHON) bash cluster/deps.sh venv
+	@bash cluster/progress.sh venv "installing the Python environment in $(VENV) with pip" \
+	  sh -c '$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e ".[dev]"'
 	touch $@
 
 install: $(VENV)/.installed
 
-# System packages the tests use: openssl and curl (local cluster), Prometheus (Debian's),
-# mmdebstrap and umoci (`make image`), podman and runc (tests/e2e/test_image.py runs the image).
+# The Debian packages each command needs and the machine lacks (cluster/deps.sh says which).
+deps-demo:
+	@bash cluster/deps.sh demo
+
 deps:
-	@missing=""; \
-	command -v openssl >/dev/null || missing="$$missing openssl"; \
-	command -v curl >/dev/null || missing="$$missing curl"; \
-	[ -x /usr/bin/prometheus ] || missing="$$missing prometheus"; \
-	command -v mmdebstrap >/dev/null || missing="$$missing mmdebstrap"; \
-	command -v umoci >/dev/null || missing="$$missing umoci"; \
-	command -v podman >/dev/null || missing="$$missing podman"; \
-	command -v runc >/dev/null || missing="$$missing runc"; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@bash cluster/deps.sh test
 
 lint: install
 	$(BIN)/ruff check
@@ -52,6 +44,7 @@ crd: install
 
 # The image's pinned runtime dependencies: what `pip install .` resolves in a fresh venv.
 lock:
+	@PYTHON=$(PYTHON) bash cluster/deps.sh venv
 	rm -rf build/lock-venv
 	$(PYTHON) -m venv build/lock-venv
 	build/lock-venv/bin/pip install -q .
@@ -63,13 +56,18 @@ lock:
 image: deps install
 	PYTHON=$(BIN)/python bash image/build.sh
 
+# The chart's tests (tests/unit/test_chart.py, tests/e2e/test_chart.py) run the pinned helm;
+# the demo never does, so only `make test` builds it.
+helm:
+	bash cluster/build.sh helm
+
 cluster-up:
 	bash cluster/up.sh
 
 cluster-down:
 	bash cluster/down.sh
 
-engines-up: install cluster-up
+engines-up: deps-demo install cluster-up
 	bash cluster/prometheus.sh start
 	bash cluster/engines.sh start
 
@@ -86,11 +84,12 @@ operator-down:
 test-unit: install
 	$(BIN)/pytest tests/unit
 
-# The image too: tests/image checks what is in it, tests/e2e/test_image.py runs it.
-test: deps install lint image cluster-up
+# The image too: tests/image checks what is in it, tests/e2e/test_image.py runs it. Helm
+# before cluster-up, which puts it on the cluster's PATH (cluster/env.sh).
+test: deps install lint image helm cluster-up
 	source cluster/env.sh && time $(BIN)/pytest tests
 
-demo: install cluster-up
+demo: deps-demo install cluster-up
 	bash cluster/demo.sh
 
 down: operator-down cluster-down

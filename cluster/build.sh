@@ -1,36 +1,53 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and
-# helm from their Go modules into a cache outside the repository, keyed by version (helm
-# in a folder of its own, so bumping it rebuilds neither it nor the control plane in vain).
-# A second run with the same versions is a no-op.
+# Build the local cluster's binaries from their Go modules into a cache outside the
+# repository, keyed by version:
+#   cluster/build.sh [control-plane]  etcd, kube-apiserver, kube-controller-manager,
+#                                     kube-scheduler, kubectl and kwok (cluster/up.sh)
+#   cluster/build.sh helm             helm, for the chart's tests (`make helm`, `make test`)
+# Helm is in a folder of its own, so bumping it rebuilds neither it nor the control plane in
+# vain, and the demo never waits for it. Each binary says how long it took last time
+# (cluster/progress.sh). A second run with the same versions is a no-op.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-# shellcheck source=versions.env
-source "$here/versions.env"
+# shellcheck source=progress.sh
+source "$(dirname "$0")/progress.sh" # and common.sh: versions, $cache, $bin, $helm_bin
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-cache="${INFERSCALE_CACHE:-$HOME/.cache/inferscale}"
-bin="$cache/bin/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
-helm_bin="$cache/bin/helm-$HELM_VERSION"
+what="${1:-control-plane}"
+case "$what" in
+  control-plane)
+    need=("$bin"/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,kwok})
+    label="control plane binaries"
+    where="$bin"
+    ;;
+  helm)
+    need=("$helm_bin/helm")
+    label=helm
+    where="$helm_bin"
+    ;;
+  *) echo "usage: $0 [control-plane|helm]" >&2; exit 2 ;;
+esac
 work="$cache/build"
-mkdir -p "$bin" "$helm_bin" "$work"
+mkdir -p "$where" "$work"
 
-need=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 all_cached() {
   local b
-  for b in "${need[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
-  [[ -x "$helm_bin/helm" ]]
+  for b in "${need[@]}"; do [[ -x $b ]] || return 1; done
 }
 if all_cached; then
-  echo "cluster binaries cached in $bin and $helm_bin"
+  echo "$label cached in $where"
   exit 0
+fi
+
+if ! command -v go >/dev/null; then
+  echo "ERROR: go not found on PATH: the local cluster is built from Go modules; install Go 1.26 (https://go.dev/dl/) and put its bin folder on PATH" >&2
+  exit 1
 fi
 
 # One build at a time: a second caller waits, then finds the binaries cached.
 exec 9>"$cache/build.lock"
 flock 9
 if all_cached; then
-  echo "cluster binaries cached in $bin and $helm_bin (built by a concurrent run)"
+  echo "$label cached in $where (built by a concurrent run)"
   exit 0
 fi
 
@@ -46,10 +63,11 @@ build_etcd() {
   go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3
 }
 
-build_kubernetes() {
-  local dir="$work/kubernetes-$KUBERNETES_VERSION"
+# The module that builds Kubernetes' commands.
+kubernetes_dir="$work/kubernetes-$KUBERNETES_VERSION"
+kubernetes_module() {
   local staging="v0.${KUBERNETES_VERSION#v1.}"
-  mkdir -p "$dir" && cd "$dir"
+  mkdir -p "$kubernetes_dir" && cd "$kubernetes_dir"
   [[ -f go.mod ]] || go mod init inferscale.local/kubernetes-build >/dev/null
   go mod download "k8s.io/kubernetes@$KUBERNETES_VERSION"
   local mod; mod="$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$KUBERNETES_VERSION.mod"
@@ -72,11 +90,15 @@ import (
 )
 GO
   go mod tidy
+}
+
+# build_kubernetes CMD: one of Kubernetes' commands, from the module above. The first one
+# compiles most of what the others share (Go's build cache keeps it), so it takes longest.
+build_kubernetes() {
+  cd "$kubernetes_dir"
   local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
   local ld="-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
-  go build -trimpath -ldflags "$ld" -o "$bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  go build -trimpath -ldflags "$ld" -o "$bin/$1" "k8s.io/kubernetes/cmd/$1"
 }
 
 build_kwok() {
@@ -103,13 +125,23 @@ build_helm() {
   go build -trimpath -ldflags "$ld" -o "$helm_bin/helm" helm.sh/helm/v4/cmd/helm
 }
 
-[[ -x "$bin/etcd" ]] || (build_etcd)
-echo "etcd built after $((SECONDS - start))s"
-[[ -x "$bin/kwok" ]] || (build_kwok)
-echo "kwok built after $((SECONDS - start))s"
-k8s_ok=1
-for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do [[ -x "$bin/$b" ]] || k8s_ok=0; done
-[[ $k8s_ok == 1 ]] || (build_kubernetes)
-echo "kubernetes built after $((SECONDS - start))s"
-[[ -x "$helm_bin/helm" ]] || (build_helm)
-echo "cluster binaries built in $((SECONDS - start))s into $bin and $helm_bin"
+if [[ $what == helm ]]; then
+  step helm "building helm $HELM_VERSION" build_helm
+  echo "helm built in $((SECONDS - start)) s into $helm_bin"
+  exit 0
+fi
+
+echo "building the local control plane from its Go modules into $bin"
+# `if`, not `||`: bash ignores `set -e` in a command that is tested.
+if [[ ! -x $bin/etcd ]]; then step etcd "building etcd $ETCD_VERSION" build_etcd; fi
+if [[ ! -x $bin/kwok ]]; then step kwok "building kwok $KWOK_VERSION" build_kwok; fi
+module_ready=""
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  if [[ -x $bin/$cmd ]]; then continue; fi
+  if [[ -z $module_ready ]]; then
+    step kubernetes-modules "fetching Kubernetes $KUBERNETES_VERSION's modules" kubernetes_module
+    module_ready=1
+  fi
+  step "$cmd" "building $cmd $KUBERNETES_VERSION" build_kubernetes "$cmd"
+done
+echo "control plane built in $((SECONDS - start)) s into $bin"

@@ -24,7 +24,7 @@ case "${1:-}" in
       exit 0
     fi
     if [[ ! -x $binary ]]; then
-      echo "ERROR: $binary not found: install Debian's prometheus package (make deps)" >&2
+      echo "ERROR: $binary not found: install Debian's prometheus package (\`make deps-demo\`)" >&2
       exit 1
     fi
     if (exec 3<>"/dev/tcp/127.0.0.1/$prometheus_port") 2>/dev/null; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start a real local Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, and kwok with fake GPU nodes (pods scheduled
-# there go Running without containers). Binaries come from cluster/build.sh.
+# there go Running without containers). Binaries come from cluster/build.sh (it builds them
+# the first time; helm only with `cluster/build.sh helm`).
 #
 # Env: INFERSCALE_CLUSTER_DIR (state dir), INFERSCALE_GPU_NODES (default 2),
 #      INFERSCALE_CLUSTER_TIMEOUT (seconds per wait, default 120),
@@ -18,16 +19,19 @@ timeout="${INFERSCALE_CLUSTER_TIMEOUT:-120}"
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 
 hints() {
+  local tools="kubectl $KUBERNETES_VERSION"
+  if [[ -x $helm_bin/helm ]]; then tools+=", helm $HELM_VERSION"; else tools+="; helm: \`make helm\` builds it"; fi
   echo "kubeconfig: $kubeconfig"
   echo "  export KUBECONFIG=$kubeconfig"
-  echo "  export PATH=$state/bin:\$PATH   # kubectl $KUBERNETES_VERSION, helm $HELM_VERSION (or: source cluster/env.sh)"
+  echo "  export PATH=$state/bin:\$PATH   # $tools (or: source cluster/env.sh)"
 }
 
-# The pinned kubectl and helm, first on PATH after `source cluster/env.sh`.
+# The pinned kubectl, and helm once built (`make helm`; the demo does not need it), first on PATH
+# after `source cluster/env.sh`. No link to a helm not built: a dangling one would hide any other.
 link_tools() {
   mkdir -p "$state/bin"
   ln -sfn "$bin/kubectl" "$state/bin/kubectl"
-  ln -sfn "$helm_bin/helm" "$state/bin/helm"
+  if [[ -x $helm_bin/helm ]]; then ln -sfn "$helm_bin/helm" "$state/bin/helm"; else rm -f "$state/bin/helm"; fi
 }
 
 # --- binaries (a no-op when cached) -------------------------------------------------

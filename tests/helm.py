@@ -1,4 +1,5 @@
-"""The pinned helm that cluster/build.sh builds (version in cluster/versions.env), for the chart's tests."""
+"""The pinned helm that `make helm` builds (cluster/build.sh helm; version in cluster/versions.env), for the
+chart's tests. `make test` builds it first; the demo never needs it, so a machine may not have it yet."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +21,12 @@ def helm_path() -> Path:
     )
     cache = Path(os.environ.get("INFERSCALE_CACHE", Path.home() / ".cache" / "inferscale"))
     return cache / "bin" / f"helm-{versions['HELM_VERSION']}" / "helm"
+
+
+def requires_helm() -> pytest.MarkDecorator:
+    """Skip, saying how to build it, where helm is not built (`make test` builds it, so there it runs)."""
+    path = helm_path()
+    return pytest.mark.skipif(not path.exists(), reason=f"helm is not built ({path}): `make helm` builds it")
 
 
 def helm(*args: str, check: bool = True, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -28,8 +28,10 @@ from tests.e2e.conftest import (
     service_account_kubeconfig,
     session_operator_paused,
 )
-from tests.helm import CHART, helm
+from tests.helm import CHART, helm, requires_helm
 from tests.support import free_port, wait_for
+
+pytestmark = requires_helm()
 
 HF_TOKEN = "hf_chart_test_secret_value_93f1"
 PROMETHEUS_TOKEN = "prom_chart_test_secret_value_5c2e"

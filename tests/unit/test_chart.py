@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
+from tests.helm import ROOT, find, render, requires_helm
 
-from tests.helm import ROOT, find, helm_path, render
-
-pytestmark = pytest.mark.skipif(not helm_path().exists(), reason="helm is not built: run cluster/build.sh")
+pytestmark = requires_helm()
 
 # Volume types the "restricted" Pod Security profile allows.
 RESTRICTED_VOLUMES = {

@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 import yaml
 
-from tests.helm import ROOT, find, helm_path, render
+from tests.helm import ROOT, find, render, requires_helm
 
-pytestmark = pytest.mark.skipif(not helm_path().exists(), reason="helm is not built: run cluster/build.sh")
+pytestmark = requires_helm()
 
 
 def _values_block() -> str:
