@@ -4,8 +4,10 @@ Every cell is one ``loadgen.fleet_compare.compare`` (what ``loadgen simulate`` r
 engine profile at one p95 TTFT SLO. The traces: the shared Mooncake conversation trace (long prompts;
 skipped with a note when ``shared/traces`` is not beside the repository) and two synthetic hours made with
 ``loadgen.synthetic_trace`` that have the shape the policy is judged on elsewhere: short prompts (about
-1-1.5k tokens median) and bursty arrivals (Gamma gaps, CV 2.5-3). The cells: each trace on a10g at 1 s and
-3 s, and on h100 at 1 s. As a user would, each cell pins ``maxConcurrency`` at the knee ``loadgen knee``
+1-1.5k tokens median) and bursty arrivals (Gamma gaps, CV 2.5-3). ``random-SEED`` (e.g. ``--traces
+random-1,random-2``) adds an hour of a shape drawn from the seed (``loadgen.synthetic_trace.random_hour``),
+for checking a change on traffic it was not tuned on. The cells: each trace on a10g at 1 s and 3 s, and on
+h100 at 1 s. As a user would, each cell pins ``maxConcurrency`` at the knee ``loadgen knee``
 finds for the profile on the trace's own requests (``loadgen.knee.sweep_simulated``: the same sweep and
 criterion in simulated time; the SLO joins the criterion only where one request alone meets it).
 
@@ -39,7 +41,7 @@ from loadgen.fleet_compare import Comparison, Settings, compare, default_spec, e
 from loadgen.fleet_policies import POLICY_NAMES, refused_requests
 from loadgen.knee import KneeVerdict, find_knee, sweep_simulated
 from loadgen.profiles import EngineProfile, get_profile
-from loadgen.synthetic_trace import synthetic_arrivals
+from loadgen.synthetic_trace import random_hour, synthetic_arrivals
 from loadgen.trace import read_trace
 from loadgen.traffic import Arrival, Lognormal
 
@@ -104,8 +106,13 @@ def traces(names: Sequence[str]) -> dict[str, list[Arrival]]:
             out[name] = burst_day()
         elif name == "spikes":
             out[name] = spikes()
+        elif name.startswith("random-") and name.removeprefix("random-").isdigit():
+            description, out[name] = random_hour(int(name.removeprefix("random-")))
+            print(f"# {name}: {description}", flush=True)
         else:
-            raise SystemExit(f"unknown trace {name!r}; known: mooncake-conversation, burst-day, spikes")
+            raise SystemExit(
+                f"unknown trace {name!r}; known: mooncake-conversation, burst-day, spikes, random-SEED (e.g. random-1)"
+            )
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import random
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from loadgen.traffic import Arrival, LengthDist, Lognormal, Segment, build_schedule, parse_length
 
-__all__ = ["DEFAULT_KNOTS", "Piecewise", "synthetic_arrivals", "write_trace"]
+__all__ = ["DEFAULT_KNOTS", "Piecewise", "random_hour", "synthetic_arrivals", "write_trace"]
 
 DEFAULT_KNOTS: tuple[tuple[float, float], ...] = (
     (0.0, 1.5),  # night
@@ -90,6 +91,42 @@ def synthetic_arrivals(
     return build_schedule(
         Piecewise(tuple(knots)), duration, prompt=prompt, output=output, seed=seed, poisson=True, cv=cv
     )
+
+
+def random_hour(seed: int, *, duration: float = 3600.0) -> tuple[str, list[Arrival]]:
+    """A shape nobody tuned for: ``(description, arrivals)`` of an hour drawn from ``seed``.
+
+    Chat-length requests (prompt median 0.9-1.6k tokens) arriving in bursts (Gamma gaps, CV 1.5-3.5) at a
+    rate that moves every 2-10 minutes by a ramp, a step, or a spike of 1.5-3x lasting 20 s to 4 minutes
+    (shorter than a cold start or longer): 0.5-8 req/s outside the spikes, at most 12 in them. For checking
+    a policy on traffic it was not tuned on (``bench/policy_matrix.py --traces random-SEED``).
+    """
+    rng = random.Random(seed)
+    level = rng.uniform(1.0, 5.0)
+    knots, t, events = [(0.0, level)], 0.0, []
+    while True:
+        t += rng.uniform(120.0, 600.0)
+        if t >= duration:
+            break
+        kind = rng.choice(("ramp", "step", "spike", "spike"))
+        events.append(kind)
+        if kind == "spike":
+            width = rng.uniform(20.0, 240.0)
+            peak = min(12.0, level * rng.uniform(1.5, 3.0))
+            knots += [(t, level), (t + 0.01, peak), (t + width, peak), (t + width + 0.01, level)]
+            t += width + 0.01
+            continue
+        new = min(8.0, max(0.5, level * rng.uniform(0.4, 2.5)))
+        knots += [(t, level), (t + 0.01, new)] if kind == "step" else [(t, new)]
+        level = new
+    prompt = Lognormal(median=round(rng.uniform(900, 1600)), sigma=round(rng.uniform(0.8, 1.1), 2), max=16384)
+    output = Lognormal(median=round(rng.uniform(120, 300)), sigma=round(rng.uniform(0.7, 1.0), 2), max=2048)
+    cv = round(rng.uniform(1.5, 3.5), 2)
+    kept = tuple((at, rate) for at, rate in knots if at < duration)
+    counts = " ".join(f"{kind}s={events.count(kind)}" for kind in ("ramp", "step", "spike"))
+    description = f"random hour {seed}: {counts}, peak {max(rate for _, rate in kept):.1f} req/s, CV {cv}"
+    arrivals = synthetic_arrivals(duration=duration, knots=kept, seed=seed, prompt=prompt, output=output, cv=cv)
+    return description, arrivals
 
 
 def write_trace(arrivals: Sequence[Arrival], path: str | Path) -> Path:

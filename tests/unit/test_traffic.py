@@ -189,3 +189,16 @@ def test_synthetic_trace_takes_lengths_and_burstiness_and_refuses_bad_ones(
     with pytest.raises(SystemExit):
         synthetic_trace.main([str(out), "--prompt", "lognormal:x"])
     assert "--prompt" in capsys.readouterr().err
+
+
+def test_a_random_hour_is_the_same_for_a_seed_and_another_for_another() -> None:
+    description, arrivals = synthetic_trace.random_hour(4)
+    assert (description, arrivals) == synthetic_trace.random_hour(4)
+    assert description.startswith("random hour 4: ") and "spikes=" in description
+    assert arrivals != synthetic_trace.random_hour(5)[1]
+    # An hour of chat-length requests, within the rates the docstring promises (12 req/s at most, bursty).
+    times = [a.send_time for a in arrivals]
+    assert times == sorted(times) and times[0] >= 0 and times[-1] < 3600
+    per_minute = [sum(60 * m <= t < 60 * (m + 1) for t in times) / 60 for m in range(60)]
+    assert max(per_minute) < 12 * 2 and statistics.mean(per_minute) > 0.5
+    assert 700 < statistics.median(a.prompt_tokens for a in arrivals) < 1800
