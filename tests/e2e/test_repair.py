@@ -111,3 +111,33 @@ def test_a_deleted_service_and_pdb_come_back_and_untouched_children_are_never_re
     # And once repaired, they stay quiet too: exactly one Event per repair.
     time.sleep(2 * RESYNC_SECONDS + 1)
     assert len(_repairs(namespace)) == 2
+
+
+def test_a_spec_edit_keeps_an_outside_scale_and_new_bounds_still_apply(operator: Operator, namespace: str) -> None:
+    """Auto mode: the replicas are the autoscaler's, and an outside `kubectl scale` is the tick's to
+    report (desiredReplicas keeps what the operator wanted), never reconcile's to undo when an
+    unrelated field of the spec changes. A change of the bounds does move them."""
+    _ready(namespace)
+    kubectl("-n", namespace, "scale", "deployment", "chat", "--replicas=3")
+    edited = {**ISVC, "spec": {**ISVC["spec"], "maxConcurrency": 12, "replicas": {"min": 1, "max": 5}}}
+    kubectl("-n", namespace, "apply", "-f", "-", stdin=json.dumps(edited))
+    wait_for("the new ceiling rolled out", lambda: _ceiling(namespace) == "12", timeout=PROMPT)
+    generation = get_json("-n", namespace, "inferenceservice", "chat")["metadata"]["generation"]
+    wait_for(
+        "Reconciled at the new generation",
+        lambda: condition(get_json("-n", namespace, "inferenceservice", "chat"), "Reconciled").get(
+            "observedGeneration"
+        ) == generation,
+        timeout=PROMPT,
+    )  # fmt: skip
+    assert get_json("-n", namespace, "deployment", "chat")["spec"]["replicas"] == 3
+    assert get_json("-n", namespace, "inferenceservice", "chat")["status"]["desiredReplicas"] == 1
+
+    lowered = {**edited, "spec": {**edited["spec"], "replicas": {"min": 1, "max": 2}}}
+    kubectl("-n", namespace, "apply", "-f", "-", stdin=json.dumps(lowered))
+    wait_for(
+        "replicas lowered to the new maximum",
+        lambda: get_json("-n", namespace, "deployment", "chat")["spec"]["replicas"] == 2,
+        timeout=PROMPT,
+    )
+    assert _repairs(namespace) == []
