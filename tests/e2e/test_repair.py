@@ -141,3 +141,36 @@ def test_a_spec_edit_keeps_an_outside_scale_and_new_bounds_still_apply(operator:
         timeout=PROMPT,
     )
     assert _repairs(namespace) == []
+
+
+def test_an_edited_image_a_removed_label_and_a_pdb_budget_are_each_restored_and_named(
+    operator: Operator, namespace: str
+) -> None:
+    _ready(namespace)
+    image = get_json("-n", namespace, "deployment", "chat")["spec"]["template"]["spec"]["containers"][0]["image"]
+    edits = [
+        {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "evil.example/vllm:latest"},
+        # Without it the Deployment leaves the operator's label-selected watch: seen as a deletion there.
+        {"op": "remove", "path": "/metadata/labels/app.kubernetes.io~1managed-by"},
+    ]
+    started = time.monotonic()
+    kubectl("-n", namespace, "patch", "deployment", "chat", "--type=json", "-p", json.dumps(edits))
+    kubectl("-n", namespace, "patch", "poddisruptionbudget", "chat", "--type=merge",
+            "-p", json.dumps({"spec": {"maxUnavailable": 0}}))  # fmt: skip
+
+    def restored() -> bool:
+        deployment = get_json("-n", namespace, "deployment", "chat")
+        pdb = get_json("-n", namespace, "poddisruptionbudget", "chat")
+        return (
+            deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+            and deployment["metadata"]["labels"].get("app.kubernetes.io/managed-by") == "inferscale"
+            and pdb["spec"]["maxUnavailable"] == 1
+        )
+
+    wait_for("the image, the label and the budget restored", restored, timeout=PROMPT, interval=0.2)
+    print(f"restored {time.monotonic() - started:.1f}s after the edits")
+    repairs = wait_for("two DriftRepaired Events", lambda: len(_repairs(namespace)) == 2 and _repairs(namespace))
+    deployment_repair, pdb_repair = sorted(repairs)
+    assert "spec.template.spec.containers[0].image" in deployment_repair, deployment_repair
+    assert "metadata.labels.app.kubernetes.io/managed-by" in deployment_repair, deployment_repair
+    assert pdb_repair == f"PodDisruptionBudget {namespace}/chat: spec.maxUnavailable changed; restored"
