@@ -60,7 +60,9 @@ def test_a_deleted_deployment_is_recreated_and_status_stops_claiming_its_replica
     old = _uid(namespace, "deployment")
 
     kubectl("-n", namespace, "delete", "deployment", "chat", "--wait=false")
+    started = time.monotonic()
     wait_for("the Deployment recreated", lambda: _uid(namespace, "deployment") not in (None, old), timeout=PROMPT)
+    print(f"Deployment recreated {time.monotonic() - started:.1f}s after its deletion")
     _reported(namespace, [f"Deployment {namespace}/chat was deleted; recreated"])
 
     # Ready went False when the Deployment went (lastTransitionTime moves only on a flip), and
@@ -77,7 +79,9 @@ def test_edited_engine_args_are_restored_and_the_replicas_are_left_alone(operato
     seat = args.index("--max-num-seqs") + 1
     patch = [{"op": "replace", "path": f"/spec/template/spec/containers/0/args/{seat}", "value": "999"}]
     kubectl("-n", namespace, "patch", "deployment", "chat", "--type=json", "-p", json.dumps(patch))
+    started = time.monotonic()
     wait_for("the ceiling restored to 16", lambda: _ceiling(namespace) == "16", timeout=PROMPT)
+    print(f"args restored {time.monotonic() - started:.1f}s after the edit")
     _reported(namespace, [f"Deployment {namespace}/chat: spec.template.spec.containers[0].args changed; restored"])
 
     # The replicas are not the operator's to restore: a scale by hand stays, with no repair.
@@ -97,8 +101,10 @@ def test_a_deleted_service_and_pdb_come_back_and_untouched_children_are_never_re
 
     old = {kind: _uid(namespace, kind) for kind in ("service", "poddisruptionbudget")}
     kubectl("-n", namespace, "delete", "service,poddisruptionbudget", "chat", "--wait=false")
+    started = time.monotonic()
     for kind in old:
         wait_for(f"the {kind} recreated", lambda k=kind: _uid(namespace, k) not in (None, old[k]), timeout=PROMPT)
+    print(f"Service and PodDisruptionBudget recreated {time.monotonic() - started:.1f}s after their deletion")
     _reported(
         namespace,
         [
