@@ -12,7 +12,9 @@ kubelet, kube-proxy and Prometheus' Kubernetes discovery for the engine pods:
   with a growing back-off, like a crash-looping container.
 * It probes every engine's ``/health`` like a readiness probe and (unless ``--no-reflect-readiness``) sets
   the pod's Ready condition to match, so a Deployment's ready count means something. kwok marks a pod
-  Ready once, when it leaves Pending, and leaves it alone after that.
+  Ready once, when it leaves Pending, and leaves it alone after that. The match is level-triggered:
+  every event and relist of a pod (the watch relists after each timeout and after an API-server
+  restart) compares its Ready with the probe's and writes it again if they differ.
 * It writes ``targets.json``, a Prometheus file_sd file: one target per engine, labelled ``namespace``,
   ``service``, ``pod`` and ``inference_engine`` (not ``engine``: vLLM's own series carry an ``engine``
   label, the engine core's index, which a target label would rename to ``exported_engine``).
@@ -104,6 +106,7 @@ class Pod:
     running: bool
     deleting: bool
     grace_seconds: int
+    ready: bool | None = None  # the pod's Ready condition as the API server has it (None: not set)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Pod:
@@ -112,6 +115,7 @@ class Pod:
         containers = spec.get("containers") or [{}]
         container = next((c for c in containers if c.get("name") == CONTAINER), containers[0])
         grace = spec.get("terminationGracePeriodSeconds")
+        ready = next((c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
         return cls(
             namespace=meta["namespace"],
             name=meta["name"],
@@ -122,6 +126,7 @@ class Pod:
             running=status.get("phase") == "Running",
             deleting=meta.get("deletionTimestamp") is not None,
             grace_seconds=DEFAULT_GRACE_SECONDS if grace is None else int(grace),
+            ready=None if ready is None else ready == "True",
         )
 
     @property
@@ -407,6 +412,15 @@ class Engine:
         if report:
             self.runner.spawn(self.report(ready))
 
+    def heal(self) -> None:
+        """Level-triggered, like a kubelet's status sync: whenever the pod's Ready (as last listed or
+        watched) differs from the probe's, write the probe's again. A report that failed while the API
+        server was down, or a Ready=False written by someone else (the node-lifecycle controller marks
+        every pod of a node NotReady when the node's heartbeats stop during an API-server outage),
+        is put right by the next event or relist of the pod, not left until the engine's next change."""
+        if self.pod.ready is not None and self.pod.ready != self.ready:
+            self.runner.spawn(self.report(self.ready))
+
     async def report(self, ready: bool) -> None:
         """Reflect ``ready`` into the pod's status (in order: one report at a time)."""
         if self.runner.settings.reflect_readiness:
@@ -580,6 +594,7 @@ class Runner:
             self._retire(engine)
         elif engine is not None:
             engine.pod = pod
+            engine.heal()
         elif wanted:
             self.engines[pod.uid] = Engine(pod, self)
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 GROUP = "inferscale.io"
@@ -422,12 +422,13 @@ class InferenceServiceSpec(Model):
 class ObjectMeta(BaseModel):
     """The part of metadata the operator reads."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
     name: str
     namespace: str = "default"
     uid: str = ""
     generation: int = 0
+    creation_timestamp: Annotated[AwareDatetime | None, Field(alias="creationTimestamp")] = None
 
 
 class InferenceService(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from inferscale.api import ConditionStatus, InferenceService, ScalingMode
-from inferscale.policy import Decision, Limit, Memory, Observation, decide
+from inferscale.policy import Decision, Limit, Memory, Observation, Recommendation, decide
 from inferscale.promql import ServiceSignals, Signal, Source
 from inferscale.render import SERVICE_LABEL
 from inferscale.replicas import ReplicaCounts
@@ -59,8 +59,8 @@ class Plan:
     scale_to: int | None
     status: dict[str, Any]
     events: list[Event] = field(default_factory=list)
-    forget: list[str] = field(default_factory=list)
-    """Fields of status.autoscaler to clear (set to null): the memory no longer holds them."""
+    clear: dict[str, Any] = field(default_factory=dict)
+    """A status merge patch of nulls: the fields this tick no longer holds (see `released`)."""
 
 
 def memory_from(status: Mapping[str, Any], now: datetime | None = None) -> Memory:
@@ -76,11 +76,12 @@ class Remembered:
     problems: list[str]
 
 
-def remembered(raw: Any, now: datetime | None) -> Remembered:
+def remembered(raw: Any, now: datetime | None, *, created: datetime | None = None) -> Remembered:
     """Parse `status.autoscaler` field by field: it is input like any other (another field manager,
     or a person, may have written it). A field that fails validation is dropped alone, not the
-    whole memory; a time later than `now` (beyond a clock-skew allowance) is taken as `now`,
-    or the policy would wait on it for good."""
+    whole memory. A time later than `now` (beyond a clock-skew allowance) or earlier than the
+    object's creation (`created`, its creationTimestamp) is taken as `now`: the policy would
+    wait on a future time for good, and act at once on an old one as if a window had passed."""
     if raw is None:
         return Remembered(Memory(), [])
     if not isinstance(raw, Mapping):
@@ -98,9 +99,9 @@ def remembered(raw: Any, now: datetime | None) -> Remembered:
             problems.append(f"status.{MEMORY_FIELD}.{alias} ({_short(value)}) is invalid: {why}; dropped")
             continue
         if now is not None:
-            parsed, future = _not_after(parsed, now)
-            if future:
-                problems.append(f"status.{MEMORY_FIELD}.{alias} holds a time in the future ({future}); taken as now")
+            parsed, wrong = _within(parsed, now, created)
+            if wrong:
+                problems.append(f"status.{MEMORY_FIELD}.{alias} holds {wrong}; taken as now")
         kept[name] = parsed
     return Remembered(Memory(**kept), problems)
 
@@ -110,15 +111,32 @@ _MEMORY_ALIASES = {(field.alias or name): name for name, field in Memory.model_f
 CLOCK_SKEW = timedelta(seconds=60)
 
 
-def _not_after(value: Any, now: datetime) -> tuple[Any, str | None]:
-    """The value with any time later than now + CLOCK_SKEW replaced by now, and the first such time."""
-    limit = now + CLOCK_SKEW
-    if isinstance(value, datetime) and value > limit:
-        return now, value.isoformat()
-    if isinstance(value, tuple) and any(entry.time > limit for entry in value):
-        future = next(entry.time for entry in value if entry.time > limit)
-        clamped = tuple(entry.model_copy(update={"time": min(entry.time, now)}) for entry in value)
-        return clamped, future.isoformat()
+def _within(value: Any, now: datetime, created: datetime | None) -> tuple[Any, str | None]:
+    """The value with every time outside [created, now + CLOCK_SKEW] replaced by now, and what the
+    first such time was. The operator writes this memory only while the object exists, so a time
+    before its creationTimestamp is not this object's memory (garbage such as 1970-01-01, or a status
+    restored from a backup of an older object); acting on it would skip every stabilisation window.
+    creationTimestamp has whole seconds: the first tick's times are never before it."""
+    latest = now + CLOCK_SKEW
+
+    def wrong(time: datetime) -> str | None:
+        if time > latest:
+            return f"a time in the future ({time.isoformat()})"
+        if created is not None and time < created:
+            return f"a time before the InferenceService was created ({time.isoformat()} < {created.isoformat()})"
+        return None
+
+    if isinstance(value, datetime):
+        why = wrong(value)
+        return (now, why) if why else (value, None)
+    if isinstance(value, tuple) and value and isinstance(value[0], Recommendation):
+        whys = [wrong(entry.time) for entry in value]
+        if not any(whys):
+            return value, None
+        fixed = [
+            entry.model_copy(update={"time": now}) if why else entry for entry, why in zip(value, whys, strict=True)
+        ]
+        return tuple(sorted(fixed, key=lambda entry: entry.time)), next(why for why in whys if why)  # oldest first
     return value, None
 
 
@@ -266,7 +284,7 @@ def plan_service(
             )
         )
 
-    memory = remembered(status.get(MEMORY_FIELD), now)
+    memory = remembered(status.get(MEMORY_FIELD), now, created=view.isvc.metadata.creation_timestamp)
     if memory.problems:
         events.append(Event("Warning", "RememberedStateInvalid", "; ".join(memory.problems)))
     decision = decide(
@@ -353,14 +371,29 @@ def plan_service(
         scale_to=scale_to,
         status=new_status,
         events=events,
-        forget=_forgotten(status.get(MEMORY_FIELD), kept),
+        clear=released(status, new_status),
     )
 
 
-def _forgotten(raw: Any, kept: Mapping[str, Any]) -> list[str]:
-    """Remembered fields in status that the new memory no longer holds (None now, or dropped as
-    invalid). Server-side apply leaves a field another manager also owns when it is left out,
-    so these are cleared explicitly."""
-    if not isinstance(raw, Mapping):
-        return []
-    return sorted(alias for alias in raw if alias in _MEMORY_ALIASES and alias not in kept)
+# Status fields the autoscaler writes only while it holds a value.
+_OPTIONAL_FIELDS = ("lastScaleTime", "signals")
+# Objects in status the autoscaler writes whole (of the memory, only the fields it knows: another
+# operator version's are not its to clear).
+_OWNED_OBJECTS: dict[str, Mapping[str, str] | None] = {MEMORY_FIELD: _MEMORY_ALIASES, "signals": None}
+
+
+def released(status: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """What the autoscaler held in `status` and no longer holds in `new`, as nulls for a JSON merge patch.
+
+    Server-side apply removes a field its manager leaves out only if no other manager owns it too;
+    one that another writer (kubectl, a GitOps tool, a restored backup) also set would survive
+    whole scale cycles with a stale or corrupt value. So every field dropped is cleared explicitly.
+    """
+    nulls: dict[str, Any] = {key: None for key in _OPTIONAL_FIELDS if key not in new and status.get(key) is not None}
+    for key, known in _OWNED_OBJECTS.items():
+        old, kept = status.get(key), new.get(key)
+        if isinstance(old, Mapping) and isinstance(kept, Mapping):
+            gone = {name: None for name in old if name not in kept and (known is None or name in known)}
+            if gone:
+                nulls[key] = gone
+    return nulls

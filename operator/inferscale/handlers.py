@@ -44,7 +44,7 @@ from inferscale.api import (
     parse_name,
     parse_spec,
 )
-from inferscale.autoscaler import MEMORY_FIELD, Event, Plan, ServiceView, plan_service
+from inferscale.autoscaler import Event, Plan, ServiceView, plan_service
 from inferscale.config import OperatorConfig
 from inferscale.drift import Drift, drift
 from inferscale.kube import Kube, KubeError, NotFound
@@ -269,7 +269,7 @@ async def reconcile(
         "Applied",
         f"Deployment, Service and PodDisruptionBudget {namespace}/{name} are applied ({isvc.spec.engine.value}).",
         observedGeneration=generation,
-        desiredReplicas=replicas,
+        desiredReplicas=_desired_to_record(status, deployed, replicas),
         deploymentName=name,
         endpoint=render.endpoint(isvc),
     )
@@ -285,15 +285,28 @@ def _deployment_replicas(kube: Kube, namespace: str, name: str) -> int | None:
 
 
 def _replicas_to_render(isvc: InferenceService, status: Mapping[str, Any], deployed: int | None) -> int:
-    """Auto: the count the operator last wanted, within the spec's current bounds.
-    Manual: whatever the Deployment has (the user's `kubectl scale`)."""
-    if isvc.spec.scaling.mode is ScalingMode.MANUAL and deployed is not None:
+    """The replicas reconcile applies. An existing Deployment keeps its count, so a spec edit that
+    does not touch the replicas never moves them: in Auto mode the count is the autoscaler's (an
+    outside `kubectl scale` stays too, for the tick to report, not for reconcile to undo), held
+    within the spec's current bounds; in Manual mode it is the user's, whatever it is. A missing
+    Deployment starts where the operator last wanted it (status.desiredReplicas), within bounds."""
+    if deployed is not None and isvc.spec.scaling.mode is ScalingMode.MANUAL:
         return deployed
     bounds = isvc.spec.replicas
-    desired = status.get("desiredReplicas")
-    if desired is None:
-        desired = bounds.min
-    return max(bounds.min, min(bounds.max, int(desired)))
+    start = deployed if deployed is not None else status.get("desiredReplicas")
+    if start is None:
+        start = bounds.min
+    return max(bounds.min, min(bounds.max, int(start)))
+
+
+def _desired_to_record(status: Mapping[str, Any], deployed: int | None, replicas: int) -> int:
+    """status.desiredReplicas after reconcile: changed only when reconcile itself set the count
+    (created the Deployment, or moved it into new bounds). Recording a count someone else set
+    would hide their change from the tick, which reports it (ReplicasOverridden)."""
+    last = status.get("desiredReplicas")
+    if deployed is None or replicas != deployed or last is None:
+        return replicas
+    return int(last)
 
 
 def _missing_secret(kube: Kube, isvc: InferenceService) -> str | None:
@@ -679,8 +692,9 @@ async def _act(
             logger.info(f"Scaled Deployment {namespace}/{name} {change}: {decision.message}")
         if _changed(view.status, plan.status):
             await asyncio.to_thread(kube.apply_status, namespace, name, plan.status, manager=AUTOSCALER)
-        if plan.forget:
-            nulls = {"status": {MEMORY_FIELD: dict.fromkeys(plan.forget)}}
+        if plan.clear:
+            # Nulls: what the autoscaler no longer holds goes, whoever else also wrote it.
+            nulls = {"status": plan.clear}
             await asyncio.to_thread(
                 kube.merge_patch, f"{GROUP}/{VERSION}", KIND, namespace, name, nulls, manager=AUTOSCALER,
                 subresource="status",

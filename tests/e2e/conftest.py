@@ -87,10 +87,12 @@ class Operator:
     """The operator as a user runs it: `inferscale operator run`, in its own process
     (by default as cluster-admin; `kubeconfig` and `args` run it as someone else, with flags)."""
 
-    def __init__(self, log_dir: Path, *, kubeconfig: Path = KUBECONFIG, args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, log_dir: Path, *, kubeconfig: Path = KUBECONFIG, args: tuple[str, ...] = (), verbose: bool = True
+    ) -> None:
         self.log_dir = log_dir
         self.kubeconfig = kubeconfig
-        self.args = args
+        self.args = (*args, "--verbose") if verbose else args
         self.process: subprocess.Popen[bytes] | None = None
         self.logs: list[Path] = []
 
@@ -104,7 +106,7 @@ class Operator:
         env["KUBECONFIG"] = str(self.kubeconfig)
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "inferscale", "operator", "run", "--verbose", *self.args],
+                [sys.executable, "-m", "inferscale", "operator", "run", *self.args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,

@@ -248,3 +248,25 @@ def test_scaling_adds_targets_and_a_deleted_pod_takes_its_engine_with_it(
     assert kept.pod in {e.pod for e in now}
     assert set(engine_pids(f"{namespace}/").values()) == {e.pid for e in now}
     wait_for("the deleted pod's target to leave Prometheus", lambda: not promql(f'up{{pod="{gone.pod}"}}'), timeout=20)
+
+
+def test_a_pod_marked_not_ready_by_someone_else_is_set_ready_again(namespace: str, runner: dict[str, Any]) -> None:
+    """After an API-server outage longer than the node-monitor grace period, the node-lifecycle
+    controller marks every pod of the (kwok) nodes Ready=False, and no kubelet is there to undo it:
+    the pod runner does, as a kubelet's status sync would, while the engine's /health says ready."""
+    if not runner["reflect_readiness"]:
+        pytest.skip("the running pod runner leaves Ready to kwok (--no-reflect-readiness)")
+    deploy(namespace, "llama", "vllm", VLLM_ARGS)
+    _, (endpoint,) = wait_for("the engine to be ready", lambda: endpoints(namespace, "llama", 1), timeout=30)
+
+    def ready() -> str | None:
+        return condition(get_json("-n", namespace, "pod", endpoint.pod), "Ready").get("status")
+
+    wait_for("the pod Ready", lambda: ready() == "True", timeout=10)
+    # What MarkPodsNotReady (kube-controller-manager's node-lifecycle controller) writes.
+    not_ready = {"type": "Ready", "status": "False", "reason": "NodeNotReady"}
+    patch = json.dumps({"status": {"conditions": [not_ready]}})
+    kubectl("-n", namespace, "patch", "pod", endpoint.pod, "--subresource=status", "-p", patch)
+    started_at = time.monotonic()
+    wait_for("the pod Ready again", lambda: ready() == "True", timeout=10, interval=0.2)
+    print(f"pod Ready again {time.monotonic() - started_at:.1f}s after it was marked NotReady")

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import functools
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -27,13 +28,14 @@ import pytest
 from tests.e2e.conftest import (
     KUBECONFIG,
     KUBECTL,
+    STATE,
     Operator,
     condition,
     get_json,
     kubectl,
     session_operator_paused,
 )
-from tests.e2e.test_engines import endpoints, hold_streams, prometheus, runner, script  # noqa: F401
+from tests.e2e.test_engines import PROMETHEUS, endpoints, hold_streams, prometheus, runner, script  # noqa: F401
 from tests.e2e.test_scaling import ISVC, SETTINGS, scaling_operator  # noqa: F401
 from tests.support import wait_for
 
@@ -371,6 +373,99 @@ def test_corrupt_remembered_state_is_reported_dropped_and_scaling_converges(
     assert memory.get("readyChangedAt", "") < "3000" and memory.get("capacityRps") != "fast", memory
     assert len(reported()) == 1  # said once: the bad fields were rewritten or cleared
     assert "Traceback" not in scaling_operator.log_text()
+
+
+@contextlib.contextmanager
+def api_server_stopped() -> Iterator[None]:
+    """Kill the local cluster's kube-apiserver for the block (a crash: its graceful shutdown waits out
+    its clients' watches for minutes), then start it again as up.sh did (same command line, same
+    log, its pid file updated for cluster/down.sh); etcd keeps the state."""
+    pid_file = STATE / "pids" / "kube-apiserver.pid"
+    pid = int(pid_file.read_text())
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    os.kill(pid, signal.SIGKILL)
+    wait_for("kube-apiserver to exit", lambda: _exited(pid), timeout=30, interval=0.2)
+    try:
+        yield
+    finally:
+        with (STATE / "logs" / "kube-apiserver.log").open("ab") as log:
+            process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        pid_file.write_text(f"{process.pid}\n")
+        wait_for(
+            "kube-apiserver ready again",
+            lambda: kubectl("get", "--raw=/readyz", check=False).returncode == 0,
+            timeout=60,
+            interval=0.5,
+        )
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie (up.sh's shell is gone, so whoever adopted it may not reap it at once)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+# The kinds the operator watches: InferenceServices, Deployments, Services, PodDisruptionBudgets,
+# pods, and kopf's own watch of the CRDs.
+WATCHED_KINDS = 6
+
+
+def test_an_api_server_restart_with_many_services_logs_a_line_a_tick_and_everything_recovers(
+    namespace: str,
+    prometheus: str,  # noqa: F811
+    runner: dict[str, Any],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    names = [f"svc-{i}" for i in range(6)]
+    with session_operator_paused():
+        # At the default level, as a user runs it: every line it writes is one they read.
+        quiet = Operator(tmp_path, verbose=False)
+        quiet.start(prometheus_url=PROMETHEUS, **SETTINGS)
+        try:
+            for name in names:
+                _apply(namespace, {}, name=name)
+            for name in names:
+                wait_for(f"{name} Ready", lambda n=name: _status_of_named(namespace, n, "Ready") == "True", timeout=90)
+            wait_for("signals for all", lambda: all(_status_of_named(namespace, n, "MetricsAvailable") for n in names))
+            log = quiet.logs[-1]
+            offset = log.stat().st_size
+            outage = 15.0
+            with api_server_stopped():
+                time.sleep(outage)
+                lines = log.read_bytes()[offset:].decode(errors="replace").splitlines()
+            ticks = outage / float(SETTINGS["tick_seconds"])
+            print(f"{len(lines)} log lines in a {outage:.0f}s outage ({ticks:.0f} ticks, {len(names)} services):")
+            print("\n".join(line[:200] for line in lines))
+            # Per tick one summary for all services; besides, kopf's retries of its watches, one line per
+            # watched kind and attempt (its backoffs: at most 9 attempts). Nothing per service.
+            summaries = [line for line in lines if line.startswith(f"Scaling failed for {len(names)} of {len(names)} ")]
+            per_service = [line for line in lines if "/svc-" in line and line not in summaries]
+            others = [line for line in lines if line not in summaries and line not in per_service]
+            assert 1 <= len(summaries) <= ticks + 1, summaries
+            assert per_service == [], per_service
+            assert all(line.startswith("Request attempt #") and "watch=true" in line for line in others), others
+            assert len(others) <= WATCHED_KINDS * 9, others
+
+            # It all comes back: every service Ready, the pods Ready (the pod runner), nothing moved.
+            restarted = time.monotonic()
+            for name in names:
+                wait_for(f"{name} Ready again", lambda n=name: _status_of_named(namespace, n, "Ready") == "True")
+            print(f"all {len(names)} services Ready {time.monotonic() - restarted:.1f}s after the API server was back")
+            pods = get_json("-n", namespace, "pods")["items"]
+            assert all(condition(p, "Ready").get("status") == "True" for p in pods), [p["status"] for p in pods]
+            assert all(_replicas(namespace, name) == 1 for name in names)
+            assert "Traceback" not in quiet.log_text()
+        finally:
+            quiet.stop()
+
+
+def _status_of_named(namespace: str, name: str, condition_type: str) -> str | None:
+    return condition(_isvc(namespace, name), condition_type).get("status")
 
 
 @pytest.fixture(autouse=True)

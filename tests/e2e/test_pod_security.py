@@ -5,6 +5,7 @@ words (the Ready condition and a Warning Event), until `spec.securityContext` me
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from tests.e2e.conftest import Operator, condition, get_json, kubectl
@@ -71,3 +72,30 @@ def test_pods_refused_by_the_restricted_profile_are_said_until_the_security_cont
     wait_for("Ready=True once the pods meet restricted", lambda: _ready(namespace).get("status") == "True", timeout=90)
     [container] = get_json("-n", namespace, "deployment", "chat")["spec"]["template"]["spec"]["containers"]
     assert container["securityContext"] == RESTRICTED
+
+
+def test_a_rollout_that_stops_progressing_is_said_in_kubernetes_words(operator: Operator, namespace: str) -> None:
+    """The other refusal of the issue's row: pods that never become ready (here: no node matches) make
+    the Deployment give up after progressDeadlineSeconds (2 x coldStartSeconds + 60 = 62 s), and the
+    InferenceService says so instead of `RollingOut` for good."""
+    _apply(namespace, coldStartSeconds=1, nodeSelector={"inferscale.io/no-such-pool": "true"})
+    started = time.monotonic()
+    stalled = wait_for(
+        "Ready=False ProgressDeadlineExceeded",
+        lambda: (ready := _ready(namespace)).get("reason") == "ProgressDeadlineExceeded" and ready,
+        timeout=120,
+        interval=1,
+    )
+    print(f"ProgressDeadlineExceeded said {time.monotonic() - started:.0f}s after the apply")
+    assert stalled["status"] == "False"
+    assert 'ReplicaSet "chat-' in stalled["message"] and "has timed out progressing" in stalled["message"]
+    events = wait_for(
+        "a ProgressDeadlineExceeded Event on the InferenceService",
+        lambda: [
+            e
+            for e in get_json("-n", namespace, "events", "--field-selector", "reason=ProgressDeadlineExceeded")["items"]
+            if e["involvedObject"]["kind"] == "InferenceService"
+        ],
+        timeout=10,
+    )
+    assert events[0]["type"] == "Warning" and "has timed out progressing" in events[0]["message"]
