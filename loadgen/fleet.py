@@ -48,6 +48,7 @@ from typing import Any, NamedTuple, Protocol
 from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
 from loadgen.engine_model import EngineModel, Finished, FirstToken, Scheduled, validate_request
 from loadgen.profiles import EngineProfile
+from loadgen.prompts import block_keys
 from loadgen.stats import percentile
 from loadgen.traffic import Arrival
 
@@ -393,7 +394,10 @@ class _Fleet:
                 if replica.outstanding < low:
                     best, low = replica, replica.outstanding
         arrival = self.arrivals[rid]
-        best.model.submit(rid, arrival.prompt_tokens, arrival.max_tokens, at=t)
+        content = arrival.content
+        # Each replica has a prefix cache of its own; the balancer does not route by prefix (see README).
+        keys = None if content is None else block_keys(content, best.model.profile.block_size)
+        best.model.submit(rid, arrival.prompt_tokens, arrival.max_tokens, at=t, block_keys=keys)
         self.dispatched_at[rid] = t
         self.served_by[rid] = best.index
         best.outstanding += 1
