@@ -47,6 +47,7 @@ __all__ = [
     "block_keys",
     "content_tokens",
     "reuse",
+    "reuse_of",
 ]
 
 
@@ -100,21 +101,37 @@ class Reuse:
 
 
 def reuse(requests: Iterable[tuple[int, PromptContent | None]], block_size: int = 16) -> Reuse:
-    """The prompt tokens of ``(prompt_tokens, content)`` requests, in order, that a cache could reuse."""
-    seen: set[Hashable] = set()
+    """The prompt tokens of ``(prompt_tokens, content)`` requests, in order, that a cache could reuse.
+
+    The same count as looking each prompt's ``block_keys`` up among all earlier ones, kept per segment
+    rather than per block (an hour of Mooncake trace has millions of blocks and tens of thousands of
+    segments): the longest each segment has been seen after the same segments before it.
+    """
+    seen: dict[tuple[int, int], int] = {}
     total = hits = 0
     for tokens, content in requests:
         total += tokens
         if content is None:
             continue  # distinct: shares nothing
-        keys = block_keys(content, block_size)
-        limit = min(len(keys), (tokens - 1) // block_size)
-        k = 0
-        while k < limit and keys[k] in seen:
-            k += 1
-        hits += k * block_size
-        seen.update(keys)
+        chain = 0
+        matched = 0
+        matching = True
+        for seg_id, n in content:
+            key = (chain, seg_id)
+            before = seen.get(key, 0)
+            if matching:
+                matched += min(before, n)
+                matching = before >= n
+            if before < n:
+                seen[key] = n
+            chain = hash((chain, seg_id, n))
+        hits += min(matched // block_size, (tokens - 1) // block_size) * block_size
     return Reuse(total, hits, block_size)
+
+
+def reuse_of(arrivals: Iterable[Arrival], block_size: int = 16) -> Reuse:
+    """``reuse`` of a schedule."""
+    return reuse(((a.prompt_tokens, a.content) for a in arrivals), block_size)
 
 
 # --- text --------------------------------------------------------------------------------------------
@@ -220,22 +237,32 @@ class _Conversation:
 
 @dataclass(slots=True)
 class PromptMaker:
-    """Makes each request's content for a ``PromptMix``; deterministic for a seed."""
+    """Makes each request's content for a ``PromptMix``.
+
+    Who shares what, and the lengths, follow the seed; the system prompt is the seed's too (the same in
+    every run, as a real one is, so a server that served it before has it cached). Content of a request's
+    own comes from ``nonce`` (by default a fresh one per maker), so no two runs share it: a re-run with
+    the same seed against a warm server does not find the last run's prompts in its cache.
+    """
 
     mix: PromptMix
     seed: int = 0
+    nonce: int | None = None
     _rng: random.Random = field(init=False)
+    _own: random.Random = field(init=False)
     _system_id: int = field(init=False)
     _open: dict[Hashable, _Conversation] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(f"{self.seed}:prompts")
         self._system_id = self._rng.getrandbits(_ID_BITS)
+        nonce = self.nonce if self.nonce is not None else random.SystemRandom().getrandbits(_ID_BITS)
+        self._own = random.Random(nonce)
 
     def _fresh(self, tokens: int) -> PromptContent:
         """A first turn (or a lone request): the system prompt, for its share, then content of its own."""
         mix = self.mix
-        own = self._rng.getrandbits(_ID_BITS)
+        own = self._own.getrandbits(_ID_BITS)
         if mix.system_tokens and self._rng.random() < mix.system_share:
             shared = min(mix.system_tokens, tokens)
             if tokens > shared:
@@ -260,19 +287,21 @@ class PromptMaker:
             content = self._fresh(tokens)
             self._open[conversation] = _Conversation(content, 1, max_tokens)
             return tokens, content
-        rng = self._rng
-        content = (*conv.content, (rng.getrandbits(_ID_BITS), conv.last_output), (rng.getrandbits(_ID_BITS), tokens))
+        own = self._own
+        content = (*conv.content, (own.getrandbits(_ID_BITS), conv.last_output), (own.getrandbits(_ID_BITS), tokens))
         conv.content, conv.turns, conv.last_output = content, conv.turns + 1, max_tokens
         return content_tokens(content), content
 
 
-def apply_mix(arrivals: Sequence[Arrival], mix: PromptMix, seed: int = 0) -> list[Arrival]:
+def apply_mix(arrivals: Sequence[Arrival], mix: PromptMix, seed: int = 0, nonce: int | None = None) -> list[Arrival]:
     """The arrivals of an open-loop schedule with content from ``mix`` (and prompts grown by their history).
 
     With conversations, each request continues one of ``mix.conversations`` open ones, picked at random;
     one that has had its turns is replaced by a new one.
     """
-    maker = PromptMaker(mix, seed)
+    if mix.distinct:
+        return list(arrivals)
+    maker = PromptMaker(mix, seed, nonce)
     pick = random.Random(f"{seed}:conversations")
     out = []
     for a in arrivals:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+from loadgen.prompts import reuse_of
 from loadgen.traffic import Arrival, PromptContent
 
 __all__ = [
@@ -308,6 +309,8 @@ def read_trace(
     notes: list[str] = []
     if zero_output:
         notes.append(f"{zero_output} rows with GeneratedTokens 0 were sent with max_tokens=1")
+    if any(a.content is not None for a in arrivals):
+        notes.append(f"Prompts share prefixes as the trace's hash_ids say: {reuse_of(arrivals).describe()}.")
     return Trace(
         path=str(path),
         arrivals=arrivals,

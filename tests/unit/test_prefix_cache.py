@@ -173,3 +173,24 @@ def test_a_shared_system_prompt_lowers_ttft_and_raises_the_knee_of_a_prefill_bou
     knee_shared = find_knee(shared, slo_ttft=1.0).concurrency
     assert knee_distinct is not None and knee_shared is not None
     assert knee_shared > knee_distinct
+
+
+def test_reuse_counts_what_looking_up_every_earlier_block_would() -> None:
+    rng = random.Random(5)
+    pool = [(rng.getrandbits(64), rng.randrange(1, 200)) for _ in range(5)]
+    requests = []
+    for _ in range(300):
+        content = tuple(pool[rng.randrange(len(pool))] for _ in range(rng.randrange(1, 4)))
+        requests.append((sum(n for _, n in content), content))
+    seen: set[object] = set()
+    expected = 0
+    for tokens, content in requests:
+        found = block_keys(content, BS)
+        limit = min(len(found), (tokens - 1) // BS)
+        k = 0
+        while k < limit and found[k] in seen:
+            k += 1
+        expected += k * BS
+        seen.update(found)
+    assert expected > 0
+    assert reuse(requests).reusable_tokens == expected
