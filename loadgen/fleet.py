@@ -24,6 +24,9 @@ How the fleet behaves:
   the end of the run (the last request finished), times ``gpus_per_replica``.
 * Requests the engine would refuse (too long for ``max_model_len``) are refused at arrival, as the
   engine answers them with HTTP 400: they take no capacity and have no TTFT.
+* Each replica has its own prefix cache. Arrivals that carry content (a Mooncake trace's ``hash_ids``, a
+  ``loadgen.prompts`` mix) hit it as they would a vLLM replica's; arrivals without share nothing, which
+  is every CSV trace. The balancer does not route by prefix.
 
 What the policy sees (``FleetView``), mirroring how ``inferscale.autoscaler`` builds an ``Observation``:
 queue depth and running requests summed over the replicas that serve HTTP (ready and draining), KV-cache
