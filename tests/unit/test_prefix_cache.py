@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from loadgen.engine_model import EngineEvent, EngineModel, FirstToken, Scheduled
+from loadgen.fleet import FleetConfig, simulate
+from loadgen.fleet_policies import StaticPolicy
 from loadgen.knee import find_knee, sweep_simulated
 from loadgen.prefix_cache import hash_blocks
 from loadgen.profiles import TEST_PROFILE, get_profile
@@ -194,3 +198,15 @@ def test_reuse_counts_what_looking_up_every_earlier_block_would() -> None:
         seen.update(found)
     assert expected > 0
     assert reuse(requests).reusable_tokens == expected
+
+
+def test_fleet_replicas_serve_shared_prefixes_from_their_caches_and_distinct_arrivals_as_before() -> None:
+    arrivals = [Arrival(0.8 * i, 2048, 64) for i in range(150)]
+    config = FleetConfig(profile=A10G, initial_replicas=2)
+    distinct = simulate(arrivals, StaticPolicy("two", 2), config).summary(slo_ttft_s=1.0)
+    shared = apply_mix(arrivals, PromptMix(system_tokens=1792), seed=0)
+    cached = simulate(shared, StaticPolicy("two", 2), config).summary(slo_ttft_s=1.0)
+    # Distinct: each 2,048-token prefill (0.6 s on an a10g); shared: each replica computes the system prompt
+    # once, then 256 tokens a request.
+    assert distinct["ttft_p50"] == pytest.approx(A10G.prefill_time(2048), abs=0.05)
+    assert cached["ttft_p50"] == pytest.approx(A10G.prefill_time(256), abs=0.02)
