@@ -3,6 +3,7 @@
     loadgen run URL --shape poisson --rate 20 --duration 120 --warmup 10 --json out.json --png out.png
     loadgen run URL --trace trace.csv.gz --speedup 4 --trace-window 600 --price-per-gpu-hour 2.5
     loadgen knee URL --levels 1,2,4,8,16,32 --duration 15
+    loadgen knee URL --prompt-tokens 1024 --system-prompt-tokens 768     # 3/4 of each prompt shared
 
 To add a subcommand, write ``add_NAME_parser(subparsers)`` and ``cmd_NAME(args) -> int`` and list the
 adder in ``SUBCOMMANDS``. Exit status: 0 done; 1 the target could not be reached or no measured request
@@ -35,6 +36,7 @@ from loadgen.client import (
     run_open_loop,
 )
 from loadgen.knee import DEFAULT_LEVELS, LevelResult, find_knee, format_table, parse_levels, sweep
+from loadgen.prompts import PromptMix, apply_mix, reuse_of
 from loadgen.report import CostModel, build_report, format_summary, static_replicas, write_json, write_png
 from loadgen.trace import TraceError, read_trace
 from loadgen.traffic import (
@@ -80,6 +82,40 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no live progress line on stderr")
 
 
+def _add_prompt_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "prompt content (default: every prompt distinct, so a prefix cache finds nothing to reuse)"
+    )
+    g.add_argument(
+        "--system-prompt-tokens", type=_count, default=0, metavar="N", help="the first N tokens of a prompt are a "
+        "system prompt shared by --system-prompt-share of the prompts (prompt lengths stay as drawn)",
+    )  # fmt: skip
+    g.add_argument("--system-prompt-share", type=non_negative, default=1.0, metavar="F", help="0 to 1 (default 1)")
+    g.add_argument(
+        "--turns", type=positive, default=1, metavar="T", help="conversations of T turns, each resending its "
+        "history (the previous prompt, a reply of its max_tokens, a new message of --prompt-tokens)",
+    )  # fmt: skip
+    g.add_argument(
+        "--conversations", type=positive, default=16, metavar="K", help="run: conversations open at once, each "
+        "request continuing one at random (knee: one per in-flight request)",
+    )  # fmt: skip
+
+
+def _prompt_mix(args: argparse.Namespace) -> PromptMix:
+    """The ``PromptMix`` the flags ask for; raises ``UsageError`` naming the flag."""
+    for flag, value in (("--turns", args.turns), ("--conversations", args.conversations)):
+        if value != int(value):
+            raise UsageError(f"{flag} must be a whole number >= 1, got {value:g}")
+    if args.system_prompt_share > 1:
+        raise UsageError(f"--system-prompt-share must be between 0 and 1, got {args.system_prompt_share:g}")
+    return PromptMix(
+        system_tokens=args.system_prompt_tokens,
+        system_share=args.system_prompt_share,
+        turns=int(args.turns),
+        conversations=int(args.conversations),
+    )
+
+
 def add_run_parser(sub: Any) -> None:
     p = sub.add_parser(
         "run",
@@ -105,10 +141,14 @@ def add_run_parser(sub: Any) -> None:
     shape.add_argument("--output-tokens", default="128", metavar="DIST", help="as --prompt-tokens (default 128)")
     shape.add_argument("--seed", type=int, default=0)
     trace = p.add_argument_group("trace replay")
-    trace.add_argument("--trace", metavar="CSV", help="TIMESTAMP,ContextTokens,GeneratedTokens (.csv or .csv.gz)")
+    trace.add_argument(
+        "--trace", metavar="FILE", help="TIMESTAMP,ContextTokens,GeneratedTokens (.csv or .csv.gz), or a Mooncake "
+        "JSON-lines trace (timestamp, input_length, output_length, hash_ids), whose prompts share what it says",
+    )  # fmt: skip
     trace.add_argument("--speedup", type=positive, default=1.0, help="replay this many times faster")
     trace.add_argument("--trace-start", type=non_negative, default=0.0, metavar="S", help="skip S s of trace")
     trace.add_argument("--trace-window", type=positive, metavar="S", help="replay S seconds of trace time")
+    _add_prompt_args(p)
     p.add_argument("--max-requests", type=_count, default=DEFAULT_MAX_REQUESTS, metavar="N")
     p.add_argument("--warmup", type=non_negative, default=5.0, metavar="S", help="excluded from figures (5)")
     p.add_argument("--drain-timeout", type=non_negative, default=60.0, metavar="S", help="after the last send")
@@ -138,6 +178,7 @@ def add_knee_parser(sub: Any) -> None:
     p.add_argument("--prompt-tokens", default="256", metavar="DIST")
     p.add_argument("--output-tokens", default="128", metavar="DIST")
     p.add_argument("--seed", type=int, default=0)
+    _add_prompt_args(p)
     p.add_argument("--ttft-factor", type=positive, default=3.0, help="degraded above this x baseline p95 TTFT")
     p.add_argument(
         "--ttft-floor", type=non_negative, default=0.02, metavar="S", help="ignore p95 TTFT rises below this (0.02)"
@@ -205,6 +246,7 @@ def _shape(args: argparse.Namespace) -> RateShape:
 
 def _workload(args: argparse.Namespace) -> tuple[list[Arrival], dict[str, Any], list[str]]:
     """The schedule, its description for the report, and notes; raises ``UsageError`` or ``TraceError``."""
+    mix = _prompt_mix(args)
     if args.trace:
         trace = read_trace(
             args.trace,
@@ -223,7 +265,14 @@ def _workload(args: argparse.Namespace) -> tuple[list[Arrival], dict[str, Any], 
             "window_s": trace.window,
             "requests": len(trace.arrivals),
         }
-        return trace.arrivals, workload, list(trace.notes)
+        replay, notes = trace.arrivals, list(trace.notes)
+        if not mix.distinct:
+            if any(a.content is not None for a in replay):
+                raise UsageError(
+                    f"{trace.path} says what its prompts share (hash_ids); drop --system-prompt-tokens and --turns"
+                )
+            replay = apply_mix(replay, mix, seed=args.seed)
+        return replay, {**workload, **_prompt_report(replay, mix, notes)}, notes
     try:
         shape = _shape(args)
         prompt = parse_length(args.prompt_tokens)
@@ -255,7 +304,21 @@ def _workload(args: argparse.Namespace) -> tuple[list[Arrival], dict[str, Any], 
     notes = []
     if len(schedule) >= args.max_requests:
         notes.append(f"The schedule was cut at --max-requests {args.max_requests}.")
-    return schedule, workload, notes
+    schedule = apply_mix(schedule, mix, seed=args.seed)
+    return schedule, {**workload, **_prompt_report(schedule, mix, notes)}, notes
+
+
+def _prompt_report(schedule: Sequence[Arrival], mix: PromptMix, notes: list[str]) -> dict[str, Any]:
+    """What the prompts share, for the report (and a note unless the trace already made one)."""
+    found = reuse_of(schedule)
+    from_trace = any(a.content is not None for a in schedule) and mix.distinct
+    if not from_trace:
+        notes.append(f"Prompts: {mix.describe()}; {found.describe()}.")
+    return {
+        "prompts": "the trace's hash_ids" if from_trace else mix.describe(),
+        "prompt_tokens_total": found.prompt_tokens,
+        "prompt_tokens_reusable": found.reusable_tokens,
+    }
 
 
 def _empty_result(status: str, scheduled: int = 0) -> RunResult:
@@ -354,7 +417,8 @@ def cmd_knee(args: argparse.Namespace) -> int:
         levels = parse_levels(args.levels)
         prompt = parse_length(args.prompt_tokens)
         output = parse_length(args.output_tokens)
-    except ValueError as err:
+        mix = _prompt_mix(args)
+    except (ValueError, UsageError) as err:
         _fail(str(err))
         return EXIT_USAGE
 
@@ -375,6 +439,7 @@ def cmd_knee(args: argparse.Namespace) -> int:
                 prompt=prompt,
                 output=output,
                 seed=args.seed,
+                prompts=mix,
                 progress=not args.no_progress,
                 stop=stop,
             )
@@ -391,6 +456,7 @@ def cmd_knee(args: argparse.Namespace) -> int:
         min_scaling=args.min_scaling,
         slo_ttft=args.slo_ttft,
     )
+    print(f"Prompts: {mix.describe()}, prompt {prompt.describe()} / output {output.describe()} tokens.")
     print(format_table(results, verdict))
     if args.json:
         report = {
@@ -404,6 +470,7 @@ def cmd_knee(args: argparse.Namespace) -> int:
             },
             "prompt_tokens": prompt.describe(),
             "output_tokens": output.describe(),
+            "prompts": mix.describe(),
             "levels": [r.as_dict() for r in results],
             "baseline_ttft_p95_s": verdict.baseline_ttft_p95,
             "recommended_max_concurrency": verdict.concurrency,

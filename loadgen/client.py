@@ -33,9 +33,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
+from loadgen.prompts import PromptMaker, PromptText
 from loadgen.stats import LogHistogram
-from loadgen.tokens import filler_text
-from loadgen.traffic import Arrival, LengthDist
+from loadgen.tokens import WORDS
+from loadgen.traffic import Arrival, LengthDist, PromptContent
 from loadgen.wire import Collect, ConnectionPool, Disconnected, ProtocolError
 
 __all__ = [
@@ -65,8 +66,7 @@ ERROR_KINDS = {
 
 _DONE = b"[DONE]"
 _PLACEHOLDER = "\x00prompt\x00"  # json.dumps writes it as "\u0000prompt\u0000", which no model name holds
-_PLAIN = re.compile(r"[a-z ]*")
-_PROMPT_BLOCK_TOKENS = 4096
+_PLAIN = re.compile(r"[a-z]+")
 
 
 class TargetUnreachable(Exception):
@@ -89,6 +89,8 @@ class RequestRecord:
     chunks: int = 0
     error: str | None = None
     detail: str | None = None
+    content: PromptContent | None = None
+    """What the prompt shares with others (``loadgen.prompts``); ``None``: a prompt of its own."""
 
     @property
     def ok(self) -> bool:
@@ -182,29 +184,6 @@ class LiveProgress:
             self._stream.write("\n")
             self._stream.flush()
             self._dirty = False
-
-
-def _prompt_builder() -> Callable[[int], str]:
-    """``filler_text(n)`` cut from one cached block (filler text is a prefix of itself and repeats block-wise,
-    which is checked here; without that it falls back to ``filler_text``)."""
-    block = filler_text(_PROMPT_BLOCK_TOKENS)
-    ends = [i for i, ch in enumerate(block) if ch == " "] + [len(block)]
-    fast = (
-        len(ends) == _PROMPT_BLOCK_TOKENS
-        and filler_text(2 * _PROMPT_BLOCK_TOKENS) == f"{block} {block}"
-        and all(filler_text(k) == block[: ends[k - 1]] for k in (1, 2, 33, 1000, _PROMPT_BLOCK_TOKENS - 1))
-    )
-
-    def build(n: int) -> str:
-        if not fast or n <= 0:
-            return filler_text(n)
-        whole, rest = divmod(n, _PROMPT_BLOCK_TOKENS)
-        if whole == 0:
-            return block[: ends[rest - 1]]
-        text = " ".join([block] * whole)
-        return f"{text} {block[: ends[rest - 1]]}" if rest else text
-
-    return build
 
 
 def _error_detail(body: bytes) -> str:
@@ -349,10 +328,12 @@ class StreamingClient:
         self.model = config.model
         self._clock = clock
         self._pool = ConnectionPool(config.base_url, connect_timeout=config.connect_timeout, clock=clock)
-        self._bodies: dict[tuple[int, int], bytes] = {}
-        self._prompt = _prompt_builder()
-        # True when every filler prompt is plain lowercase words (so it needs no JSON escaping).
-        self._plain_prompts = _PLAIN.fullmatch(self._prompt(2 * _PROMPT_BLOCK_TOKENS + 7)) is not None
+        self._text = PromptText()
+        # Distinct prompts start with a tag of their own: a random base (so no two runs share one), counted up.
+        self._next_tag = random.SystemRandom().getrandbits(63)
+        self._envelopes: dict[tuple[str | None, int], tuple[bytes, bytes]] = {}
+        # True when prompt text is plain lowercase words (so it needs no JSON escaping).
+        self._plain_prompts = all(_PLAIN.fullmatch(word) for word in WORDS)
 
     async def __aenter__(self) -> StreamingClient:
         return self
@@ -389,15 +370,36 @@ class StreamingClient:
             f"{_error_detail(sink.body)}"
         )
 
-    def body(self, prompt_tokens: int, max_tokens: int) -> bytes:
-        """The whole request (head and JSON body) for these sizes (cached for prompts up to one block)."""
-        key = (prompt_tokens, max_tokens)
-        cached = self._bodies.get(key)
-        if cached is not None:
-            return cached
-        prompt = self._prompt(prompt_tokens)
+    def prompt(self, prompt_tokens: int, content: PromptContent | None = None) -> str:
+        """The prompt text: ``content`` rendered, or a prompt of its own (a fresh tag, then filler words)."""
+        if content is not None:
+            return self._text.render(content)
+        self._next_tag += 1
+        return self._text.segment(self._next_tag, prompt_tokens)
+
+    def body(self, prompt_tokens: int, max_tokens: int, content: PromptContent | None = None) -> bytes:
+        """The whole request (head and JSON body); each call without ``content`` makes a distinct prompt."""
+        prompt = self.prompt(prompt_tokens, content)
+        if not self._plain_prompts:
+            return self._request(self._payload(prompt, max_tokens))
+        # Prompt words need no JSON escaping: splice the (possibly very long) prompt in as bytes between the
+        # two halves of the JSON around it, rather than have json.dumps scan it, which would hold the event
+        # loop for milliseconds.
+        key = (self.model, max_tokens)
+        envelope = self._envelopes.get(key)
+        if envelope is None:
+            data = self._payload(_PLACEHOLDER, max_tokens)
+            before, _, after = data.partition(json.dumps(_PLACEHOLDER).encode())
+            envelope = self._envelopes[key] = (before + b'"', b'"' + after)
+        before, after = envelope
+        text = prompt.encode("ascii")
+        length = len(before) + len(text) + len(after)
+        head = self._pool.head("POST", self.config.endpoint, content_length=length, accept="text/event-stream")
+        return b"".join((head, before, text, after))
+
+    def _payload(self, prompt: str, max_tokens: int) -> bytes:
         payload: dict[str, Any] = {
-            "prompt": _PLACEHOLDER if self._plain_prompts else prompt,
+            "prompt": prompt,
             "max_tokens": max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -406,21 +408,16 @@ class StreamingClient:
             payload = {"model": self.model, **payload}
         if self.config.ignore_eos:
             payload["ignore_eos"] = True
-        data = json.dumps(payload, separators=(",", ":")).encode()
-        if payload["prompt"] is _PLACEHOLDER:
-            # Filler words need no JSON escaping: splice the (possibly very long) prompt in as bytes rather
-            # than have json.dumps scan it, which would hold the event loop for milliseconds.
-            data = data.replace(json.dumps(_PLACEHOLDER).encode(), b'"' + prompt.encode("ascii") + b'"', 1)
+        return json.dumps(payload, separators=(",", ":")).encode()
+
+    def _request(self, data: bytes) -> bytes:
         head = self._pool.head("POST", self.config.endpoint, content_length=len(data), accept="text/event-stream")
-        request = head + data
-        if prompt_tokens <= _PROMPT_BLOCK_TOKENS and len(self._bodies) < 4096:
-            self._bodies[key] = request
-        return request
+        return head + data
 
     async def send(self, rec: RequestRecord, m: Measurement, t0: float) -> None:
         """Send ``rec``'s request now, stream the answer and fill in ``rec``; never raises but on cancel."""
         clock = self._clock
-        request = self.body(rec.prompt_tokens, rec.max_tokens)
+        request = self.body(rec.prompt_tokens, rec.max_tokens, rec.content)
         start = clock()
         rec.sent = start - t0
         m.sent += 1
@@ -507,7 +504,7 @@ async def run_open_loop(
     ticker = loop.create_task(_tick(progress, m, t0, clock))
     stopper = loop.create_task(stop.wait()) if stop is not None else None
     try:
-        for index, (send_time, prompt_tokens, max_tokens) in enumerate(schedule):
+        for index, (send_time, prompt_tokens, max_tokens, content) in enumerate(schedule):
             delay = t0 + send_time - clock()
             if delay > 0:
                 if stopper is None:
@@ -517,7 +514,7 @@ async def run_open_loop(
             if stop is not None and stop.is_set():
                 status = "interrupted"
                 break
-            rec = RequestRecord(index, send_time, prompt_tokens, max_tokens, warmup=send_time < warmup)
+            rec = RequestRecord(index, send_time, prompt_tokens, max_tokens, warmup=send_time < warmup, content=content)
             m.records.append(rec)
             task = loop.create_task(client.send(rec, m, t0))
             tasks.add(task)
@@ -557,6 +554,7 @@ async def run_closed_loop(
     prompt: LengthDist,
     output: LengthDist,
     seed: int = 0,
+    prompts: PromptMaker | None = None,
     progress: Progress | None = None,
     stop: asyncio.Event | None = None,
     clock: Callable[[], float] = time.perf_counter,
@@ -566,7 +564,8 @@ async def run_closed_loop(
 
     The standard way to sweep for a knee: the load is the concurrency itself. The workers start staggered
     over the first half of the warm-up. Requests sent during the warm-up are flagged as such; ``scheduled``
-    equals ``sent`` (there is no schedule to lag behind).
+    equals ``sent`` (there is no schedule to lag behind). ``prompts`` gives each request its content (each
+    worker keeps one conversation going); without it every prompt is distinct.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -583,7 +582,11 @@ async def run_closed_loop(
         await asyncio.sleep(warmup / 2 * k / concurrency)
         while clock() < deadline and not (stop is not None and stop.is_set()):
             now = clock() - t0
-            rec = RequestRecord(len(m.records), now, prompt.sample(rng), output.sample(rng), warmup=now < warmup)
+            tokens, max_tokens = prompt.sample(rng), output.sample(rng)
+            content = None
+            if prompts is not None:
+                tokens, content = prompts.make(tokens, max_tokens, conversation=k)
+            rec = RequestRecord(len(m.records), now, tokens, max_tokens, warmup=now < warmup, content=content)
             m.records.append(rec)
             await client.send(rec, m, t0)
 

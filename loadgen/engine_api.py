@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.engine_model import Rejection, RejectReason
-from loadgen.tokens import chat_prompt_tokens, output_token_id, output_token_text, text_tokens
+from loadgen.tokens import chat_prompt, output_token_id, output_token_text
 
 __all__ = [
     "ApiError",
@@ -85,6 +85,8 @@ class GenerationRequest:
     """Choices to generate (vLLM's ``n``); each is a sequence of its own in the engine."""
     stop: tuple[str, ...] = ()
     """vLLM's ``stop`` strings."""
+    prompt: Sequence[object] = ()
+    """The prompt's tokens (words, or token ids), which the prefix cache hashes block by block."""
 
 
 # --- errors ----------------------------------------------------------------------------------------
@@ -196,14 +198,14 @@ def _vllm_sampling(body: Mapping[str, Any]) -> tuple[int, tuple[str, ...]]:
     return n, tuple(s for s in stops if s)
 
 
-def _prompt_tokens(engine: Engine, prompt: object) -> int:
+def _prompt(engine: Engine, prompt: object) -> Sequence[object]:
     if isinstance(prompt, str):
-        return text_tokens(prompt)
+        return prompt.split()
     if isinstance(prompt, list):
         if prompt and all(isinstance(x, int) and not isinstance(x, bool) for x in prompt):
-            return len(prompt)  # token ids
+            return prompt  # token ids
         if len(prompt) == 1 and isinstance(prompt[0], str):
-            return text_tokens(prompt[0])
+            return prompt[0].split()
     raise _bad(
         engine,
         "prompt must be a string, a list with one string, or a list of token ids "
@@ -231,29 +233,33 @@ def parse_request(
         params = body.get("parameters") or {}
         if not isinstance(params, Mapping):
             raise tgi_error(422, "`parameters` must be an object")
-        prompt = text_tokens(inputs)
+        tokens = inputs.split()
         max_new = _int_field(engine, params, "max_new_tokens")
         details = bool(params.get("details", False))
-        max_tokens = max_new if max_new is not None else max_model_len - prompt
-        return GenerationRequest(endpoint, prompt, max_tokens, stream, False, details, model_name)
+        max_tokens = max_new if max_new is not None else max_model_len - len(tokens)
+        return GenerationRequest(endpoint, len(tokens), max_tokens, stream, False, details, model_name, prompt=tokens)
 
     if endpoint is Endpoint.CHAT:
         messages = body.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
             raise _bad(engine, "messages must be a list of message objects")
-        prompt = chat_prompt_tokens(messages)
+        tokens = chat_prompt(messages)
         max_tokens_opt = _int_field(engine, body, "max_completion_tokens", "max_tokens")
-        max_tokens = max_tokens_opt if max_tokens_opt is not None else max_model_len - prompt
+        max_tokens = max_tokens_opt if max_tokens_opt is not None else max_model_len - len(tokens)
         n, stop = _vllm_sampling(body) if engine is Engine.VLLM else (1, ())
-        return GenerationRequest(endpoint, prompt, max_tokens, stream, include_usage, False, model_name, n, stop)
+        return GenerationRequest(
+            endpoint, len(tokens), max_tokens, stream, include_usage, False, model_name, n, stop, tokens
+        )
 
-    prompt = _prompt_tokens(engine, body.get("prompt"))
+    prompt = _prompt(engine, body.get("prompt"))
     max_tokens_opt = _int_field(engine, body, "max_tokens")
     if max_tokens_opt is None:
         # vLLM's CompletionRequest defaults max_tokens to 16; TGI's /v1/completions to 100.
         max_tokens_opt = 16 if engine is Engine.VLLM else 100
     n, stop = _vllm_sampling(body) if engine is Engine.VLLM else (1, ())
-    return GenerationRequest(endpoint, prompt, max_tokens_opt, stream, include_usage, False, model_name, n, stop)
+    return GenerationRequest(
+        endpoint, len(prompt), max_tokens_opt, stream, include_usage, False, model_name, n, stop, prompt
+    )
 
 
 @dataclass(frozen=True, slots=True)

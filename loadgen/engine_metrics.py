@@ -67,6 +67,8 @@ class RequestTimeline:
     generated: int = 0
     finish_reason: FinishReason | None = None
     preemptions: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens the prefix cache served at its first scheduling."""
 
 
 class EngineMetrics(Protocol):
@@ -133,12 +135,14 @@ class VllmMetrics:
         block_size: int,
         num_gpu_blocks: int,
         version: str = "0.11",
+        prefix_caching: bool = True,
     ) -> None:
         if version not in VLLM_METRICS_VERSIONS:
             raise ValueError(
                 f"unknown vLLM metrics version {version!r}; choose one of {', '.join(VLLM_METRICS_VERSIONS)}"
             )
         self.version = version
+        self.prefix_caching = prefix_caching
         self.registry = CollectorRegistry(auto_describe=True)
         names = ["model_name", "engine"]
         values = (model_name, "0")
@@ -167,7 +171,7 @@ class VllmMetrics:
                 "GPU prefix cache queries, in terms of number of queriedtokens. "
                 "DEPRECATED: Use vllm:prefix_cache_queries instead.",
             )
-            counter(
+            self.gpu_prefix_hits = counter(
                 "vllm:gpu_prefix_cache_hits",
                 "GPU prefix cache hits, in terms of number of cached tokens. "
                 "DEPRECATED: Use vllm:prefix_cache_hits instead.",
@@ -176,7 +180,7 @@ class VllmMetrics:
         self.prefix_queries = counter(
             "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
         )
-        counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
+        self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
@@ -263,7 +267,7 @@ class VllmMetrics:
             ["block_size", "cache_dtype", "enable_prefix_caching", "num_gpu_blocks", "engine"],
             registry=reg,
         )
-        info.labels(str(block_size), "auto", "True", str(num_gpu_blocks), "0").set(1)
+        info.labels(str(block_size), "auto", str(prefix_caching), str(num_gpu_blocks), "0").set(1)
 
     def request_received(self) -> None:
         return None
@@ -283,9 +287,14 @@ class VllmMetrics:
         assert timeline.first_token is not None
         self.ttft.observe(timeline.first_token - timeline.arrival)
         self.prompt_tokens.inc(timeline.prompt_tokens)
-        self.prefix_queries.inc(timeline.prompt_tokens)
-        if self.gpu_cache_usage is not None:
-            self.gpu_prefix_queries.inc(timeline.prompt_tokens)
+        # Counted as vLLM's PrefixCacheStats counts a request's first lookup (kv_cache_manager.py
+        # get_computed_blocks): queries are its tokens, hits those found cached; 0 with caching off.
+        if self.prefix_caching:
+            self.prefix_queries.inc(timeline.prompt_tokens)
+            self.prefix_hits.inc(timeline.cached_tokens)
+            if self.gpu_cache_usage is not None:
+                self.gpu_prefix_queries.inc(timeline.prompt_tokens)
+                self.gpu_prefix_hits.inc(timeline.cached_tokens)
 
     def token(self, timeline: RequestTimeline, gap_s: float | None) -> None:
         self.generation_tokens.inc()

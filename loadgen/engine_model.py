@@ -24,6 +24,12 @@ How an engine step is modelled (one iteration of the scheduler, as in vLLM V1's 
    whole batch, as it does in a real engine. Tokens are produced at the end of the step; a request whose
    prompt is complete samples its first token then.
 
+Prefix caching (continuous batching only, on by default as in vLLM V1): a request submitted with
+``block_keys`` (one key per full block of its prompt, ``loadgen.prompts.block_keys`` or the simulator's
+hash of the prompt text) starts from the longest run of its leading blocks that are cached, and computes
+only the rest; its blocks are cached as it computes them (``loadgen.prefix_cache`` has the rules and
+their sources). A request without keys shares nothing, which is what a prompt of its own would do.
+
 Runs of identical decode-only steps are advanced in one jump, so the cost of ``advance`` grows with the
 number of events, not with the number of steps. ``BatchingMode.NAIVE`` instead serves fixed batches run to
 completion, as a ``model.generate`` loop behind a web endpoint does: no request joins a running batch and
@@ -35,9 +41,10 @@ from __future__ import annotations
 import enum
 import math
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
+from loadgen.prefix_cache import PrefixCache
 from loadgen.profiles import EngineProfile
 
 __all__ = [
@@ -149,6 +156,8 @@ class Scheduled:
     t: float
     request_id: RequestId
     resumed: bool
+    cached_tokens: int = 0
+    """Prompt tokens found in the prefix cache, which the engine does not compute."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +255,11 @@ class EngineCounters:
     """Prompt tokens the engine computed, recomputation after preemption included."""
     steps: int = 0
     busy_s: float = 0.0
+    prefix_queries: int = 0
+    """Prompt tokens looked up in the prefix cache, once per request (vLLM's ``prefix_cache_queries``; a
+    request resumed after preemption counts apart there, and not here)."""
+    prefix_hits: int = 0
+    """Of those, the tokens found cached (vLLM's ``prefix_cache_hits``)."""
     """Seconds the engine spent stepping (the GPU-busy time a utilisation metric would see)."""
 
 
@@ -263,6 +277,12 @@ class _Request:
     running: bool = False
     started: bool = False  # scheduled at least once
     aborted: bool = False
+    keys: Sequence[Hashable] | None = None
+    """Prefix-cache keys of the prompt's full blocks (None: shares nothing)."""
+    held: list[Hashable] | None = None
+    """Keys of the cached blocks it holds, in block order."""
+    registered: int = 0
+    """Leading full blocks already looked up in or added to the cache."""
 
     def __post_init__(self) -> None:
         self.target = self.prompt + self.generated
@@ -303,6 +323,7 @@ class EngineModel:
         mode: BatchingMode = BatchingMode.CONTINUOUS,
         token_events: bool = True,
         start: float = 0.0,
+        prefix_caching: bool = True,
     ) -> None:
         self.profile = profile
         self.mode = mode
@@ -322,6 +343,7 @@ class EngineModel:
         # Naive mode: the current static batch and the size it is padded to.
         self._batch: list[_Request] = []
         self._batch_size = 0
+        self._cache = PrefixCache() if prefix_caching and mode is BatchingMode.CONTINUOUS else None
 
     # --- public API ---------------------------------------------------------------------------------
 
@@ -334,8 +356,19 @@ class EngineModel:
         """Why ``submit`` would refuse this request, or ``None``."""
         return validate_request(prompt_tokens, max_tokens, self.profile.max_model_len)
 
-    def submit(self, request_id: RequestId, prompt_tokens: int, max_tokens: int, *, at: float) -> None:
+    def submit(
+        self,
+        request_id: RequestId,
+        prompt_tokens: int,
+        max_tokens: int,
+        *,
+        at: float,
+        block_keys: Sequence[Hashable] | None = None,
+    ) -> None:
         """Queue a request that arrives at ``at`` (not earlier than ``now``).
+
+        ``block_keys``: one prefix-cache key per full ``block_size`` block of the prompt (see the module
+        docstring); without them the prompt shares nothing with any other.
 
         Raises ``RequestRejected`` if the engine refuses it and ``ValueError`` for a duplicate id or a time
         in the past. Events up to ``at`` are computed and kept for the next ``advance``.
@@ -346,7 +379,7 @@ class EngineModel:
         if request_id in self._requests:
             raise ValueError(f"request id {request_id!r} is already in the engine; ids must be unique")
         self._advance_to(at, "submit")
-        req = _Request(rid=request_id, prompt=prompt_tokens, max_tokens=max_tokens, arrival=at)
+        req = _Request(rid=request_id, prompt=prompt_tokens, max_tokens=max_tokens, arrival=at, keys=block_keys)
         self._requests[request_id] = req
         self._waiting.append(req)
         self.counters.submitted += 1
@@ -493,8 +526,16 @@ class EngineModel:
         return run is not None
 
     def _release(self, req: _Request) -> None:
-        self._free_blocks += req.blocks
+        held = req.held
+        if held:
+            assert self._cache is not None
+            self._cache.evict_to(self._free_blocks)  # what allocations since the last release took
+            self._free_blocks += req.blocks - len(held) + self._cache.release(held)
+            req.held = None
+        else:
+            self._free_blocks += req.blocks
         req.blocks = 0
+        req.registered = 0
 
     def _plan_continuous(self, start: float) -> _Run | None:
         # The hot path of the simulator: written out by hand rather than through helpers.
@@ -543,19 +584,38 @@ class EngineModel:
         if not preempted:
             waiting = self._waiting
             limit = self.profile.max_num_seqs
+            cache = self._cache
             while waiting and budget > 0 and len(running) < limit:
                 req = waiting[0]
-                remaining = req.target - req.computed
+                hit = idle = 0
+                if cache is not None and req.computed == 0:
+                    if req.keys:
+                        cache.evict_to(self._free_blocks)
+                        hit, idle = cache.lookup(req.keys, (req.target - 1) // bs)
+                    if not req.started:
+                        self.counters.prefix_queries += req.target
+                cached = hit * bs
+                remaining = req.target - req.computed - cached
                 n = remaining if remaining <= budget else int(budget)
-                need = -(-(req.computed + n) // bs) - req.blocks
-                if need > self._free_blocks:
+                fresh = -(-(req.computed + cached + n) // bs) - req.blocks - hit
+                # Hit blocks nobody holds leave the free pool too (vLLM's allocate_slots counts them).
+                if fresh + idle > self._free_blocks:
                     break
-                self._free_blocks -= need
-                req.blocks += need
+                if hit:
+                    assert cache is not None and req.keys is not None
+                    held = list(req.keys[:hit])
+                    cache.hold(held)
+                    req.held = held
+                    req.registered = hit
+                    req.computed = cached
+                    if not req.started:
+                        self.counters.prefix_hits += cached
+                self._free_blocks -= fresh + idle
+                req.blocks += hit + fresh
                 waiting.popleft()
                 running.append(req)
                 req.running = True
-                self._events.append(Scheduled(start, req.rid, resumed=req.started))
+                self._events.append(Scheduled(start, req.rid, resumed=req.started, cached_tokens=cached))
                 req.started = True
                 work.append((req, n))
                 prefill_seqs += 1
@@ -751,10 +811,13 @@ class EngineModel:
 
     def _commit_single(self, run: _Run, end: float) -> None:
         counters = self.counters
+        cache = self._cache
         for req, n in run.work:
             if not (n == 1 and req.generated and req.target - req.computed == 1):
                 counters.computed_prefill_tokens += n
             req.computed += n
+            if cache is not None and req.keys is not None and req.registered < len(req.keys):
+                self._cache_computed(cache, req)
             if req.computed < req.target or req.aborted:
                 continue
             req.generated += 1
@@ -766,6 +829,18 @@ class EngineModel:
             if self.token_events:
                 self._events.append(Token(end, req.rid, req.generated))
         self._after_step(run.work, end)
+
+    def _cache_computed(self, cache: PrefixCache, req: _Request) -> None:
+        """Cache the prompt blocks ``req`` has filled since it last did (vLLM's ``cache_full_blocks``)."""
+        keys = req.keys
+        assert keys is not None
+        full = min(min(req.computed, req.prompt) // self._bs, len(keys))
+        held = req.held if req.held is not None else []
+        for key in keys[req.registered : full]:
+            if cache.add(key):
+                held.append(key)
+        req.held = held
+        req.registered = max(req.registered, full)
 
     def _after_step(self, work: list[tuple[_Request, int]], end: float) -> None:
         """Retire requests that finished or were aborted during the step ending at ``end``."""

@@ -8,7 +8,7 @@ and into metric observations, and calls a request's ``notify`` callback when tha
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from loadgen.engine_metrics import EngineMetrics, RequestTimeline
@@ -24,6 +24,7 @@ from loadgen.engine_model import (
     Step,
     Token,
 )
+from loadgen.prefix_cache import hash_blocks
 from loadgen.profiles import EngineProfile
 
 __all__ = ["EngineRuntime", "TrackedRequest"]
@@ -53,10 +54,11 @@ class EngineRuntime:
         *,
         mode: BatchingMode = BatchingMode.CONTINUOUS,
         start: float = 0.0,
+        prefix_caching: bool = True,
     ) -> None:
         self.profile = profile
         self.metrics = metrics
-        self.model = EngineModel(profile, mode=mode, token_events=True, start=start)
+        self.model = EngineModel(profile, mode=mode, token_events=True, start=start, prefix_caching=prefix_caching)
         self._requests: dict[str, TrackedRequest] = {}
         self._ids = itertools.count(1)
 
@@ -68,13 +70,16 @@ class EngineRuntime:
         now: float,
         notify: Callable[[], None] | None = None,
         stops: bool = False,
+        prompt: Sequence[object] = (),
     ) -> TrackedRequest:
         """Admit a request to the engine's queue; raises ``RequestRejected`` if the engine refuses it.
 
         ``stops``: its last token completes a stop string, so it finishes as ``stop`` rather than ``length``.
+        ``prompt``: its tokens, for the prefix cache (without them it shares nothing).
         """
         rid = f"{next(self._ids):08x}"
-        self.model.submit(rid, prompt_tokens, max_tokens, at=now)
+        keys = hash_blocks(prompt, self.profile.block_size) if prompt else None
+        self.model.submit(rid, prompt_tokens, max_tokens, at=now, block_keys=keys)
         tracked = TrackedRequest(RequestTimeline(rid, prompt_tokens, max_tokens, arrival=now), notify, stops)
         self._requests[rid] = tracked
         self.metrics.request_accepted(tracked.timeline)
@@ -129,6 +134,7 @@ class EngineRuntime:
             elif isinstance(event, Scheduled):
                 if tl.scheduled is None:
                     tl.scheduled = event.t
+                    tl.cached_tokens = event.cached_tokens
             elif isinstance(event, Preempted):
                 tl.preemptions += 1
                 self.metrics.preempted(tl)

@@ -24,6 +24,9 @@ How the fleet behaves:
   the end of the run (the last request finished), times ``gpus_per_replica``.
 * Requests the engine would refuse (too long for ``max_model_len``) are refused at arrival, as the
   engine answers them with HTTP 400: they take no capacity and have no TTFT.
+* Each replica has its own prefix cache. Arrivals that carry content (a Mooncake trace's ``hash_ids``, a
+  ``loadgen.prompts`` mix) hit it as they would a vLLM replica's; arrivals without share nothing, which
+  is every CSV trace. The balancer does not route by prefix.
 
 What the policy sees (``FleetView``), mirroring how ``inferscale.autoscaler`` builds an ``Observation``:
 queue depth and running requests summed over the replicas that serve HTTP (ready and draining), KV-cache
@@ -48,6 +51,7 @@ from typing import Any, NamedTuple, Protocol
 from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
 from loadgen.engine_model import EngineModel, Finished, FirstToken, Scheduled, validate_request
 from loadgen.profiles import EngineProfile
+from loadgen.prompts import block_keys
 from loadgen.stats import percentile
 from loadgen.traffic import Arrival
 
@@ -393,7 +397,10 @@ class _Fleet:
                 if replica.outstanding < low:
                     best, low = replica, replica.outstanding
         arrival = self.arrivals[rid]
-        best.model.submit(rid, arrival.prompt_tokens, arrival.max_tokens, at=t)
+        content = arrival.content
+        # Each replica has a prefix cache of its own; the balancer does not route by prefix (see README).
+        keys = None if content is None else block_keys(content, best.model.profile.block_size)
+        best.model.submit(rid, arrival.prompt_tokens, arrival.max_tokens, at=t, block_keys=keys)
         self.dispatched_at[rid] = t
         self.served_by[rid] = best.index
         best.outstanding += 1

@@ -28,6 +28,7 @@ from typing import Any
 from loadgen.client import LiveProgress, RequestRecord, StreamingClient, run_closed_loop
 from loadgen.engine_model import EngineModel, Finished, FirstToken
 from loadgen.profiles import EngineProfile
+from loadgen.prompts import PromptMaker, PromptMix, block_keys
 from loadgen.stats import percentile
 from loadgen.traffic import LengthDist
 
@@ -236,10 +237,15 @@ async def sweep(
     prompt: LengthDist,
     output: LengthDist,
     seed: int = 0,
+    prompts: PromptMix | None = None,
     progress: bool = True,
     stop: asyncio.Event | None = None,
 ) -> list[LevelResult]:
-    """Run each level in turn (each drains before the next starts); stops early when ``stop`` is set."""
+    """Run each level in turn (each drains before the next starts); stops early when ``stop`` is set.
+
+    ``prompts`` says what the prompts share (default: nothing, every prompt distinct). The engine keeps its
+    prefix cache from level to level, as a server under a real sweep does.
+    """
     results = []
     for c in levels:
         if stop is not None and stop.is_set():
@@ -252,6 +258,7 @@ async def sweep(
             prompt=prompt,
             output=output,
             seed=seed,
+            prompts=PromptMaker(prompts, seed) if prompts is not None else None,
             progress=LiveProgress(label=f"concurrency {c:>4} ") if progress else None,
             stop=stop,
         )
@@ -268,42 +275,61 @@ def sweep_simulated(
     *,
     per_level: int = 400,
     seed: int = 0,
+    prompts: PromptMix | None = None,
 ) -> list[LevelResult]:
     """The same sweep as ``sweep``, in simulated time against the simulated engine's model.
 
     Each level keeps ``concurrency`` requests in flight on one ``EngineModel`` (a new one as each finishes,
     drawn from ``requests``: ``(prompt, output)`` tokens, e.g. a trace's own) until ``per_level`` have
     finished: what ``loadgen knee`` would measure against a simengine of this profile, in milliseconds.
+    ``prompts`` says what the prompts share (each in-flight slot keeps its conversation); each level
+    starts with a cold cache.
     """
     if not requests:
         raise ValueError("sweep_simulated needs at least one (prompt, output) request")
-    return [_simulated_level(profile, requests, c, per_level, random.Random(f"{seed}:{c}")) for c in levels]
+    return [
+        _simulated_level(profile, requests, c, per_level, random.Random(f"{seed}:{c}"), prompts, seed) for c in levels
+    ]
 
 
 def _simulated_level(
-    profile: EngineProfile, requests: Sequence[tuple[int, int]], concurrency: int, per_level: int, rng: random.Random
+    profile: EngineProfile,
+    requests: Sequence[tuple[int, int]],
+    concurrency: int,
+    per_level: int,
+    rng: random.Random,
+    prompts: PromptMix | None = None,
+    seed: int = 0,
 ) -> LevelResult:
     model = EngineModel(profile, token_events=False)
+    maker = PromptMaker(prompts, seed) if prompts is not None else None
     sent: list[tuple[float, int]] = []  # per request id: (sent at, output tokens)
+    slot_of: list[int] = []
     first: dict[int, float] = {}
     finished: dict[int, float] = {}
     tokens = 0
 
-    def submit(at: float) -> None:
+    def submit(at: float, slot: int) -> None:
         prompt, output = requests[rng.randrange(len(requests))]
-        model.submit(len(sent), prompt, output, at=at)
+        keys = None
+        if maker is not None:
+            prompt, content = maker.make(prompt, output, conversation=slot)
+            keys = None if content is None else block_keys(content, profile.block_size)
+        model.submit(len(sent), prompt, output, at=at, block_keys=keys)
         sent.append((at, output))
+        slot_of.append(slot)
 
-    for _ in range(concurrency):
-        submit(0.0)
+    for slot in range(concurrency):
+        submit(0.0, slot)
     while len(finished) < per_level and (at := model.next_event_time()) is not None:
         for event in model.advance(at):
             if isinstance(event, FirstToken):
                 first[int(event.request_id)] = event.t  # type: ignore[call-overload]
             elif isinstance(event, Finished):
-                finished[int(event.request_id)] = event.t  # type: ignore[call-overload]
+                rid = int(event.request_id)  # type: ignore[call-overload]
+                finished[rid] = event.t
                 tokens += event.generated
-                submit(event.t)
+                submit(event.t, slot_of[rid])
     done = [rid for rid in finished if rid in first]
     ttfts = sorted(first[rid] - sent[rid][0] for rid in done)
     tpots = sorted((finished[rid] - first[rid]) / (sent[rid][1] - 1) for rid in done if sent[rid][1] > 1)

@@ -91,6 +91,9 @@ class ServerConfig:
     max_concurrent_requests: int = 128
     """TGI's router limit: beyond this many requests in flight, answer 429 ``Model is overloaded``."""
     drain_timeout_s: float = 600.0
+    prefix_caching: bool = True
+    """vLLM V1's automatic prefix caching (``--no-enable-prefix-caching`` turns it off); TGI's prefix cache
+    (``PREFIX_CACHING=0`` turns it off)."""
 
 
 class SimEngineServer:
@@ -110,6 +113,7 @@ class SimEngineServer:
                 block_size=profile.block_size,
                 num_gpu_blocks=profile.kv_blocks,
                 version=config.vllm_metrics_version,
+                prefix_caching=config.prefix_caching,
             )
         else:
             metrics = TgiMetrics(
@@ -117,7 +121,7 @@ class SimEngineServer:
                 max_total_tokens=profile.max_model_len,
                 max_batch_total_tokens=profile.kv_capacity_tokens,
             )
-        self.runtime = EngineRuntime(profile, metrics, mode=config.mode)
+        self.runtime = EngineRuntime(profile, metrics, mode=config.mode, prefix_caching=config.prefix_caching)
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -307,7 +311,12 @@ class SimEngineServer:
             for _ in range(req.n):  # vLLM runs each of n choices as a request of its own in the engine
                 tokens = req.max_tokens if hit is None else hit.tokens
                 tracked = self.runtime.submit(
-                    req.prompt_tokens, tokens, now=self.now(), notify=wakeup.set, stops=hit is not None
+                    req.prompt_tokens,
+                    tokens,
+                    now=self.now(),
+                    notify=wakeup.set,
+                    stops=hit is not None,
+                    prompt=req.prompt,
                 )
                 seqs.append(_Sequence(tracked, hit))
         except RequestRejected as rejected:
@@ -623,6 +632,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="0.11",
         help="which vLLM release's /metrics layout to expose",
     )
+    parser.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="reuse the KV of cached prompt prefixes (vLLM V1's default; TGI's is the PREFIX_CACHING "
+        "environment variable, on by default too)",
+    )
     parser.add_argument("--drain-timeout", type=float, default=600.0, metavar="SECONDS")
     parser.add_argument("--log-level", default="INFO")
     return parser
@@ -662,6 +678,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         vllm_metrics_version=args.vllm_metrics_version,
         max_concurrent_requests=max_concurrent,
         drain_timeout_s=args.drain_timeout,
+        prefix_caching=args.enable_prefix_caching,
     )
 
 

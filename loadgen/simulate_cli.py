@@ -76,7 +76,12 @@ def add_parser(subparsers: Any) -> None:
         f"({', '.join(POLICY_NAMES)}) on the same arrivals; SLO attainment, p95/p99 TTFT, GPU-seconds "
         "and scale events per policy.",
     )
-    p.add_argument("--trace", required=True, metavar="CSV", help="TIMESTAMP,ContextTokens,GeneratedTokens (.gz ok)")
+    p.add_argument(
+        "--trace",
+        required=True,
+        metavar="FILE",
+        help="TIMESTAMP,ContextTokens,GeneratedTokens (.gz ok) or Mooncake JSONL",
+    )
     p.add_argument("--slo-ttft", type=positive, metavar="S", help="p95 TTFT SLO (default: the manifest's, else 1)")
     p.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES), help=f"default {DEFAULT_PROFILE}")
     p.add_argument("--isvc", metavar="MANIFEST", help="InferenceService YAML whose spec the inferscale policy uses")

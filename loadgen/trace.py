@@ -1,6 +1,6 @@
-"""Replay of request traces in the Azure LLM inference trace layout.
+"""Replay of request traces: the Azure LLM inference trace layout (CSV) and the Mooncake layout (JSON lines).
 
-A trace is a CSV file (plain or gzip-compressed) with a header row naming at least the columns
+A CSV trace is a file (plain or gzip-compressed) with a header row naming at least the columns
 ``TIMESTAMP,ContextTokens,GeneratedTokens``, in any order (other columns are ignored):
 
 * ``TIMESTAMP``: a datetime as in the Azure traces, ``2023-11-16 18:17:03.9799600`` (up to 9 fractional
@@ -10,6 +10,12 @@ A trace is a CSV file (plain or gzip-compressed) with a header row naming at lea
 * ``ContextTokens``: prompt tokens (a whole number >= 0).
 * ``GeneratedTokens``: output tokens (a whole number >= 0; 0 is sent as ``max_tokens=1``, the least an engine
   accepts, and counted in the summary).
+
+A Mooncake trace (``kvcache-ai/Mooncake`` ``FAST25-release/traces/*.jsonl``, also what NVIDIA's aiperf and
+Dynamo replay) has one JSON object per line: ``timestamp`` (milliseconds), ``input_length``,
+``output_length`` and ``hash_ids``, one id per 512-token block of the prompt, equal ids meaning equal
+blocks. The ids become the prompt's content (``loadgen.prompts``), so the replay shares prefixes as the
+recorded traffic did. A file is read as Mooncake when its first non-blank character is ``{``.
 
 Times are taken relative to the first request, divided by ``speedup``, and optionally cut to a window of
 the trace's own time (``start``, ``window``) and to ``max_requests``. A malformed row raises ``TraceError``
@@ -21,6 +27,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -28,11 +35,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-from loadgen.traffic import Arrival
+from loadgen.prompts import reuse_of
+from loadgen.traffic import Arrival, PromptContent
 
-__all__ = ["COLUMNS", "Trace", "TraceError", "parse_timestamp", "read_trace"]
+__all__ = [
+    "COLUMNS",
+    "MOONCAKE_BLOCK_TOKENS",
+    "MOONCAKE_FIELDS",
+    "Trace",
+    "TraceError",
+    "parse_timestamp",
+    "read_trace",
+]
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
+MOONCAKE_BLOCK_TOKENS = 512
+"""Prompt tokens per ``hash_ids`` entry in the Mooncake traces (their README and the FAST'25 paper)."""
 
 _DATETIME = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})[ T](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?"
@@ -120,12 +139,25 @@ def _tokens(raw: str) -> int:
     return int(value)
 
 
-def _rows(path: Path) -> Iterator[tuple[int, int, float, int, int]]:
-    """``(line, whole seconds, fraction, context, generated)`` per row; raises ``TraceError`` on a bad row."""
+_Row = tuple[int, int, float, int, int, PromptContent | None]
+
+
+def _rows(path: Path) -> Iterator[_Row]:
+    """``(line, whole seconds, fraction, context, generated, content)`` per row; raises ``TraceError`` on a
+    bad row."""
     try:
         stream = _open_text(path)
+        with stream:
+            head = stream.read(4096)
     except OSError as err:
         raise TraceError(f"{path}: cannot read the trace: {err.strerror or err}") from None
+    except (EOFError, UnicodeDecodeError) as err:
+        raise TraceError(f"{path}: cannot read the trace: {err}") from None
+    stream = _open_text(path)
+    if head.lstrip().startswith("{"):
+        with stream:
+            yield from _mooncake_rows(path, stream)
+        return
     with stream:
         reader = csv.reader(stream)
         try:
@@ -169,9 +201,59 @@ def _rows(path: Path) -> Iterator[tuple[int, int, float, int, int]]:
                     generated = _tokens(raw)
                 except ValueError as err:
                     raise TraceError(f"{path}: line {line}, column {column}: {raw!r} {err}") from None
-                yield line, whole, frac, context, generated
+                yield line, whole, frac, context, generated, None
         except (OSError, EOFError, UnicodeDecodeError, csv.Error) as err:
             raise TraceError(f"{path}: line {reader.line_num + 1}: cannot read the trace: {err}") from None
+
+
+def _mooncake_rows(path: Path, stream: io.TextIOBase) -> Iterator[_Row]:
+    """The rows of a Mooncake JSON-lines trace (see the module docstring)."""
+    line = 0
+    try:
+        for line, text in enumerate(stream, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise TraceError(f"{path}: line {line}: not a JSON object ({err.msg})") from None
+            if not isinstance(row, dict):
+                raise TraceError(f"{path}: line {line}: not a JSON object; expected one request per line")
+            missing = [name for name in MOONCAKE_FIELDS if name not in row]
+            if missing:
+                raise TraceError(
+                    f"{path}: line {line}: no field {', '.join(missing)}; a Mooncake trace row has "
+                    f"{', '.join(MOONCAKE_FIELDS)} and hash_ids"
+                )
+            stamp, context, generated = (row[name] for name in MOONCAKE_FIELDS)
+            for name, value in zip(MOONCAKE_FIELDS, (stamp, context, generated), strict=True):
+                if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                    raise TraceError(f"{path}: line {line}, field {name}: {value!r} is not a number >= 0")
+            for name, value in (("input_length", context), ("output_length", generated)):
+                if value != int(value):
+                    raise TraceError(f"{path}: line {line}, field {name}: {value!r} is not a whole number of tokens")
+            millis = int(stamp) if stamp == int(stamp) else stamp
+            whole, rest = divmod(millis, 1000)
+            yield line, int(whole), rest / 1000, int(context), int(generated), _mooncake_content(path, line, row)
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise TraceError(f"{path}: line {line + 1}: cannot read the trace: {err}") from None
+
+
+def _mooncake_content(path: Path, line: int, row: dict[str, object]) -> PromptContent | None:
+    ids = row.get("hash_ids")
+    if ids is None:
+        return None
+    context = int(row["input_length"])  # type: ignore[call-overload]
+    blocks = -(-context // MOONCAKE_BLOCK_TOKENS)
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise TraceError(f"{path}: line {line}, field hash_ids: expected a list of whole numbers, got {ids!r:.80}")
+    if len(ids) != blocks:
+        raise TraceError(
+            f"{path}: line {line}, field hash_ids: {len(ids)} ids for input_length {context}; expected {blocks}, "
+            f"one per {MOONCAKE_BLOCK_TOKENS}-token block"
+        )
+    last = context - MOONCAKE_BLOCK_TOKENS * (blocks - 1)
+    return tuple((i, MOONCAKE_BLOCK_TOKENS if k < blocks - 1 else last) for k, i in enumerate(ids))
 
 
 def read_trace(
@@ -197,7 +279,7 @@ def read_trace(
     if max_requests is not None and max_requests < 0:
         raise ValueError(f"max_requests must be >= 0, got {max_requests}")
     path = Path(path)
-    parsed = [(whole, frac, context, generated) for _, whole, frac, context, generated in _rows(path)]
+    parsed = [(whole, frac, context, generated, content) for _, whole, frac, context, generated, content in _rows(path)]
     if not parsed:
         raise TraceError(f"{path}: the trace has a header but no requests")
     if any(parsed[i][:2] > parsed[i + 1][:2] for i in range(len(parsed) - 1)):
@@ -205,7 +287,8 @@ def read_trace(
     # Seconds from the first request: small numbers, so a double keeps the traces' 1e-7 s resolution.
     first_whole, first_frac = parsed[0][0], parsed[0][1]
     rows = [
-        ((whole - first_whole) + (frac - first_frac), context, generated) for whole, frac, context, generated in parsed
+        ((whole - first_whole) + (frac - first_frac), context, generated, content)
+        for whole, frac, context, generated, content in parsed
     ]
     origin = start
     end = math.inf if window is None else origin + window
@@ -213,7 +296,7 @@ def read_trace(
     zero_output = 0
     first: float | None = None
     last = origin
-    for seconds, context, generated in rows:
+    for seconds, context, generated, content in rows:
         if seconds < origin:
             continue
         if seconds >= end or (max_requests is not None and len(arrivals) >= max_requests):
@@ -222,10 +305,12 @@ def read_trace(
             zero_output += 1
         first = seconds if first is None else first
         last = seconds
-        arrivals.append(Arrival((seconds - origin) / speedup, context, max(generated, 1)))
+        arrivals.append(Arrival((seconds - origin) / speedup, context, max(generated, 1), content))
     notes: list[str] = []
     if zero_output:
         notes.append(f"{zero_output} rows with GeneratedTokens 0 were sent with max_tokens=1")
+    if any(a.content is not None for a in arrivals):
+        notes.append(f"Prompts share prefixes as the trace's hash_ids say: {reuse_of(arrivals).describe()}.")
     return Trace(
         path=str(path),
         arrivals=arrivals,

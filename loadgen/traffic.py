@@ -40,6 +40,7 @@ __all__ = [
     "Fixed",
     "LengthDist",
     "Lognormal",
+    "PromptContent",
     "Ramp",
     "RateShape",
     "Segment",
@@ -55,12 +56,18 @@ DIURNAL_KNOTS_PER_PERIOD = 360
 """Piecewise-linear knots per diurnal period: the rate is exact at each knot and within 0.01% between."""
 
 
+PromptContent = tuple[tuple[int, int], ...]
+"""A prompt as ``(segment id, tokens)`` segments: what a prefix cache can share (``loadgen.prompts``)."""
+
+
 class Arrival(NamedTuple):
-    """One scheduled request: when to send it (seconds from the start) and its sizes in tokens."""
+    """One scheduled request: when to send it (seconds from the start), its sizes in tokens, and what its
+    prompt shares with others (``None``: nothing, the prompt is its own)."""
 
     send_time: float
     prompt_tokens: int
     max_tokens: int
+    content: PromptContent | None = None
 
 
 @dataclass(frozen=True, slots=True)

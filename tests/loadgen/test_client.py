@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from loadgen.client import ClientConfig, StreamingClient, TargetUnreachable, run_closed_loop, run_open_loop
@@ -99,3 +101,17 @@ async def test_closed_loop_holds_the_concurrency(simengine: StartEngine) -> None
     ttft = percentile(sorted(r.ttft for r in measured if r.ttft is not None), 50)
     e2e = percentile(sorted(r.e2e for r in measured if r.e2e is not None), 50)
     assert ttft is not None and e2e is not None and 0.3 * e2e < ttft < 0.7 * e2e
+
+
+def test_every_prompt_is_distinct_and_none_is_a_prefix_of_another() -> None:
+    client = StreamingClient(ClientConfig("http://127.0.0.1:9", model="m"))
+
+    def prompt(tokens: int) -> str:
+        body = client.body(tokens, 8).split(b"\r\n\r\n", 1)[1]
+        text = json.loads(body)["prompt"]
+        assert len(text.split()) == tokens
+        return str(text)
+
+    first, second, longer = prompt(512), prompt(512), prompt(2048)
+    assert first != second
+    assert not longer.startswith(first[:100]) and not second.startswith(first[:100])

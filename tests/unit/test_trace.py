@@ -111,3 +111,39 @@ def test_the_shared_mooncake_trace_reads_whole() -> None:
     assert trace.rows == 12031 and len(trace.arrivals) == 12031
     assert 3500 < trace.span < 3700
     assert max(a.prompt_tokens for a in trace.arrivals) == 126195
+
+
+MOONCAKE = (
+    '{"timestamp": 0, "input_length": 1100, "output_length": 50, "hash_ids": [0, 1, 2]}\n'
+    '{"timestamp": 1500, "input_length": 1300, "output_length": 0, "hash_ids": [0, 1, 3]}\n'
+    '{"timestamp": 2500, "input_length": 400, "output_length": 20, "hash_ids": [7]}\n'
+)
+
+
+def test_mooncake_json_lines_replay_with_the_prefixes_their_hash_ids_share(tmp_path: Path) -> None:
+    path = tmp_path / "conversation_trace.jsonl.gz"
+    path.write_bytes(gzip.compress(MOONCAKE.encode()))
+    trace = read_trace(path)
+    assert [a[:3] for a in trace.arrivals] == [(0.0, 1100, 50), (1.5, 1300, 1), (2.5, 400, 20)]
+    assert trace.arrivals[0].content == ((0, 512), (1, 512), (2, 76))
+    assert trace.arrivals[1].content == ((0, 512), (1, 512), (3, 276))
+    # The second request shares the first's two 512-token blocks: 1,024 tokens of 2,800.
+    assert any("1,024 of 2,800 prompt tokens (36.6%) could be prefix-cache hits" in n for n in trace.notes)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"timestamp": 0, "input_length": 1100, "output_length": 5, "hash_ids": [0, 1]}',
+         "line 1, field hash_ids: 2 ids for input_length 1100; expected 3, one per 512-token block"),
+        ('{"timestamp": 0, "output_length": 5}', "line 1: no field input_length"),
+        ('{"timestamp": -1, "input_length": 10, "output_length": 5}', "line 1, field timestamp: -1 is not a number"),
+        ('{"timestamp": 0, "input_length": 10.5, "output_length": 5}', "field input_length: 10.5 is not a whole"),
+        ("{not json", "line 1: not a JSON object"),
+    ],
+)  # fmt: skip
+def test_malformed_mooncake_rows_are_refused_naming_the_line_and_field(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(TraceError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_trace(path)
