@@ -546,40 +546,59 @@ def _learn_capacity(
     so the pressure measured there (``_pressure``) says whether that rate is too high (lower it, fast)
     or too low (raise it, slowly). The first estimate is the rate the replicas serve now. Only from a
     rate per replica within reach of the learnt one: a fleet far below it says nothing about where the
-    SLO breaks. Lowered only while the windowed signals reflect the current replicas (``tick.settled``,
-    no scale under way); raised also right after a scale-up, whose window held fewer replicas than now
-    (low pressure then is evidence too): a fleet that grows with a ramp would otherwise never learn.
+    SLO breaks. Lowered while the windowed signals reflect the current replicas (``tick.settled``, no
+    scale under way), and right after a scale-down that broke the target (the replicas left cannot serve
+    the rate they do: the learnt rate drops to it at once, or a fleet that probed too low would take it
+    back up on the same evidence); raised also right after a scale-up, whose window held fewer replicas
+    than now (low pressure then is evidence too): a fleet that grows with a ramp would otherwise never learn.
     """
     ready = tick.observed.ready_replicas
-    if load.rate is None or ready == 0 or load.rate <= 0 or not tick.backlog_settled:
+    if load.rate is None or ready == 0 or load.rate <= 0:
         return capacity
     steady = tick.ready_settled and tick.observed.current_replicas == ready
     grown = not tick.ready_settled and tick.memory.last_scale_direction is Direction.UP
-    if not (steady or grown):
-        return capacity
+    shrunk = (
+        not tick.ready_settled
+        and tick.memory.last_scale_direction is Direction.DOWN
+        and tick.observed.current_replicas == ready
+    )
     pressure = _pressure(load, tick.spec.scaling.ttft_p95_seconds, tick.unattainable)
-    if pressure is None:
+    if pressure is None or not (steady or grown or shrunk):
         return capacity
     per_replica = load.rate / ready
     if capacity is None:
-        return per_replica / RATE_FILL if steady else None
+        return per_replica / RATE_FILL if steady and tick.backlog_settled else None
+    if pressure > 1:
+        if grown or per_replica > capacity:
+            # A breach while the fleet grows is the lag of a cold start, and one above the learnt rate (a
+            # burst the replicas were not sized for) is expected: neither says the rate is too high.
+            return capacity
+        lowered = capacity * max(CAPACITY_STEP_DOWN, float(pressure**-CAPACITY_GAIN_DOWN))
+        busy = load.running >= BUSY_SEATS * tick.spec.max_concurrency * ready
+        rising = demand.forecast is not None and demand.forecast > load.rate * (1 + TOLERANCE)
+        if shrunk and busy and not rising and load.waiting <= queue_target:
+            # A scale-down the learnt rate allowed, and the replicas left are over their target at a rate
+            # below it, busy (not a burst the window remembers), with no queue and no rising demand to blame:
+            # that rate is more than they serve. Lowered to it, by at most half.
+            return min(per_replica, max(lowered, per_replica / 2))
+        if not (steady and tick.backlog_settled) or per_replica < CAPACITY_REACH * capacity:
+            # The rate counts requests as they finish, so it lags the arrivals of a burst: far below the learnt
+            # rate, or with a backlog in the window, a breach does not say where the replicas break.
+            return capacity
+        # Lowered at most 20% a tick and never below half the rate served now: the replicas serve it, if
+        # too slowly, and a backlog's long waits must not collapse the estimate.
+        return min(capacity, max(lowered, per_replica / 2))
+    if shrunk or not tick.backlog_settled:
+        # Raised only on a window that reflects these replicas, and while no drained backlog is in the rate.
+        return capacity
     # Far below the learnt rate, the pressure says little about it: the rate may rise only as far as the
     # evidence reaches. A replica with little pressure at its rate serves more (``CAPACITY_EXTRAPOLATION``),
     # and one replica fewer would run at ``rate / (ready - 1)``: a rate up to that lets it go and be tried.
     sized_on = max(load.rate, demand.forecast or 0.0)
     one_fewer = sized_on / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) if ready > 1 else 0.0
     reach = max(one_fewer, per_replica / RATE_FILL * float(max(pressure, PRESSURE_FLOOR) ** -CAPACITY_EXTRAPOLATION))
-    if per_replica < CAPACITY_REACH * capacity and not (pressure < 1 and capacity < reach):
+    if per_replica < CAPACITY_REACH * capacity and capacity >= reach:
         return capacity
-    if pressure > 1:
-        if not steady or per_replica > capacity:
-            # A breach while the fleet grows is the lag of a cold start, and one above the learnt rate (a
-            # burst the replicas were not sized for) is expected: neither says the rate is too high.
-            return capacity
-        # Lowered at most 20% a tick and never below half the rate served now: the replicas serve it, if
-        # too slowly, and a backlog's long waits must not collapse the estimate.
-        lowered = capacity * max(CAPACITY_STEP_DOWN, float(pressure**-CAPACITY_GAIN_DOWN))
-        return min(capacity, max(lowered, per_replica / 2))
     if load.waiting <= queue_target:
         raised = capacity * min(CAPACITY_STEP_UP, float(max(pressure, 0.25) ** -CAPACITY_GAIN_UP))
         return max(capacity, min(raised, reach))

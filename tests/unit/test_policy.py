@@ -564,6 +564,22 @@ def test_a_lightly_loaded_fleet_raises_its_capacity_as_far_as_its_pressure_reach
     assert _decide(idle, beyond).memory.capacity_rps == 1.1  # neither raised nor lowered
 
 
+def test_a_scale_down_that_breaks_the_target_teaches_the_rate_it_broke_at() -> None:
+    # Learnt at 7 req/s a replica, the fleet went down to 2 replicas for 8 req/s; 30 s later, both busy and
+    # nothing queued, p95 TTFT is 1.15 s where the target leaves 0.96 s: 4 req/s each is already too much.
+    memory = _settled(2, ready_changed_at=_ago(30), last_scale_time=_ago(45), last_scale_direction=Direction.DOWN,
+                      capacity_rps=7.0, demand_level=8.0, demand_trend=0.0, demand_at=_ago(15),
+                      rate_since=_ago(600))  # fmt: skip
+    broke = _timed(2, ttft=1.15, queue_time=0.05, prefill_p95=0.3, rate=8.0, running=20)
+    assert _decide(broke, memory).memory.capacity_rps == pytest.approx(4.0)
+    # Not from a window that remembers a burst (idle seats), a queue or rising demand: those lag the arrivals.
+    idle = _timed(2, ttft=1.15, queue_time=0.05, prefill_p95=0.3, rate=8.0, running=4)
+    queued = _timed(2, ttft=1.15, queue_time=0.05, prefill_p95=0.3, rate=8.0, running=32, waiting=20)
+    rising = memory.model_copy(update={"demand_trend": 0.01})  # 3 req/s more within the 300 s cold start
+    for observed, remembered in ((idle, memory), (queued, memory), (broke, rising)):
+        assert _decide(observed, remembered).memory.capacity_rps == 7.0
+
+
 def test_a_breach_the_window_remembers_from_a_burst_already_served_adds_nothing() -> None:
     # p95 TTFT over the window still breaks the SLO, but nothing waits and 3 of 64 seats are busy.
     decision = _decide(_timed(4, ttft=3.0, queue_time=0.9, running=3))
