@@ -5,6 +5,7 @@ back down after the scale-down window."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -120,12 +121,15 @@ def test_an_slo_that_prefill_breaks_is_reported_not_chased(scaling_operator: Ope
     kubectl("-n", namespace, "apply", "-f", "-", stdin=json.dumps(isvc))
     proxy, _ = wait_for("one ready engine behind the proxy", lambda: endpoints(namespace, "chat", 1), timeout=60)
     # One request at a time, each of 1,900 prompt tokens (token ids): the engine is idle when each arrives.
-    body = {"model": "test-model", "prompt": [1] * 1900, "max_tokens": 2}
+    # Each prompt starts with a token of its own, so the prefix cache holds none of it: all of it is prefilled.
     stop, replicas_seen = threading.Event(), []
 
     def send() -> None:
         with httpx.Client(timeout=10) as client:
-            while not stop.is_set():
+            for n in itertools.count(2):
+                if stop.is_set():
+                    return
+                body = {"model": "test-model", "prompt": [n, *[1] * 1899], "max_tokens": 2}
                 assert client.post(f"{proxy}/v1/completions", json=body).status_code == 200
 
     def reported() -> dict[str, Any] | None:
