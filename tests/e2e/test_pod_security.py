@@ -59,11 +59,7 @@ def test_pods_refused_by_the_restricted_profile_are_said_until_the_security_cont
     assert "allowPrivilegeEscalation" in refused["message"]  # Kubernetes' own list of what to set
     events = wait_for(
         "a ReplicaFailure Event on the InferenceService",
-        lambda: [
-            e
-            for e in get_json("-n", namespace, "events", "--field-selector", "reason=ReplicaFailure")["items"]
-            if e["involvedObject"]["kind"] == "InferenceService"
-        ],
+        lambda: _isvc_events(namespace, "ReplicaFailure"),
         timeout=10,
     )
     assert events[0]["type"] == "Warning" and "violates PodSecurity" in events[0]["message"]
@@ -91,11 +87,13 @@ def test_a_rollout_that_stops_progressing_is_said_in_kubernetes_words(operator: 
     assert 'ReplicaSet "chat-' in stalled["message"] and "has timed out progressing" in stalled["message"]
     events = wait_for(
         "a ProgressDeadlineExceeded Event on the InferenceService",
-        lambda: [
-            e
-            for e in get_json("-n", namespace, "events", "--field-selector", "reason=ProgressDeadlineExceeded")["items"]
-            if e["involvedObject"]["kind"] == "InferenceService"
-        ],
+        lambda: _isvc_events(namespace, "ProgressDeadlineExceeded"),
         timeout=10,
     )
     assert events[0]["type"] == "Warning" and "has timed out progressing" in events[0]["message"]
+
+
+def _isvc_events(namespace: str, reason: str) -> list[dict[str, Any]]:
+    """The Events with this reason whose object is the InferenceService (not its Deployment or pods)."""
+    items = get_json("-n", namespace, "events", "--field-selector", f"reason={reason}")["items"]
+    return [e for e in items if e["involvedObject"]["kind"] == "InferenceService"]
