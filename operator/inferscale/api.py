@@ -31,14 +31,25 @@ GPU_RESOURCE = "nvidia.com/gpu"
 class Engine(StrEnum):
     VLLM = "vllm"
     TGI = "tgi"
+    SGLANG = "sglang"
+    LLAMACPP = "llamacpp"
 
 
 # Images pinned per engine (overridable with spec.image). Bump deliberately: engine flags
-# and metric names are checked against these versions.
+# and metric names are checked against these versions (docs/engines.md).
 DEFAULT_IMAGES: dict[Engine, str] = {
     Engine.VLLM: "vllm/vllm-openai:v0.11.0",
     Engine.TGI: "ghcr.io/huggingface/text-generation-inference:3.3.4",
+    Engine.SGLANG: "lmsysorg/sglang:v0.5.4",
+    Engine.LLAMACPP: "ghcr.io/ggml-org/llama.cpp:server-b7100",
 }
+
+# llama.cpp's server exports no latency histogram at all (tools/server: its /metrics is a
+# handful of counters and gauges), so there is no TTFT to hold an SLO against: the policy
+# sizes it on queue depth and busy slots alone (policy.Observation.ttft_exported).
+ENGINES_WITHOUT_TTFT = frozenset({Engine.LLAMACPP})
+# Engines that can run with no GPU at all (spec.gpusPerReplica: 0): llama.cpp on CPUs.
+CPU_ENGINES = frozenset({Engine.LLAMACPP})
 
 # Flags that the spec (or, where None, the operator itself) owns. Passing them through
 # extraArgs would silently override the pinned batch ceiling or the wiring the operator
@@ -61,6 +72,46 @@ RESERVED_ARGS: dict[Engine, dict[str, str | None]] = {
         "--port": None,
         "--num-shard": "spec.gpusPerReplica",
     },
+    # python/sglang/srt/server_args.py (ServerArgs.add_cli_args).
+    Engine.SGLANG: {
+        "--max-running-requests": "spec.maxConcurrency",
+        "--context-length": "spec.maxModelLen",
+        "--model-path": "spec.model.id",
+        "--revision": "spec.model.revision",
+        "--port": None,
+        "--host": None,
+        "--enable-metrics": None,
+        "--tensor-parallel-size": "spec.gpusPerReplica",
+    },
+    # common/arg.cpp (common_params_parser_init), long names; short aliases in LLAMACPP_ALIASES.
+    Engine.LLAMACPP: {
+        "--parallel": "spec.maxConcurrency",
+        "--ctx-size": "spec.maxModelLen",
+        "--model": "spec.model.id",
+        "--hf-repo": "spec.model.id",
+        "--port": None,
+        "--host": None,
+        "--metrics": None,
+        "--cont-batching": None,
+        "--no-cont-batching": None,
+        "--n-gpu-layers": "spec.gpusPerReplica",
+    },
+}
+
+# Other spellings of reserved flags. SGLang: `--model` and `--tp-size`/`--tp` (argparse
+# aliases in server_args.py). llama.cpp: each option's short and alternative names in
+# common/arg.cpp.
+SGLANG_ALIASES = {"--model": "--model-path", "--tp-size": "--tensor-parallel-size", "--tp": "--tensor-parallel-size"}
+LLAMACPP_ALIASES = {
+    "-np": "--parallel",
+    "-c": "--ctx-size",
+    "-m": "--model",
+    "-hf": "--hf-repo",
+    "-hfr": "--hf-repo",
+    "-cb": "--cont-batching",
+    "-nocb": "--no-cont-batching",
+    "-ngl": "--n-gpu-layers",
+    "--gpu-layers": "--n-gpu-layers",
 }
 
 
@@ -99,8 +150,43 @@ def tgi_reads_as(arg: str) -> tuple[str, ...]:
     return ("--port",) if cluster.lstrip("ehV").startswith("p") else ()
 
 
+def sglang_reads_as(arg: str) -> tuple[str, ...]:
+    """The reserved long flags SGLang's parser may read `arg` as (none if it is another flag).
+
+    `sglang.launch_server` builds a plain argparse parser (allow_abbrev on, no `_` rewriting):
+    a long flag or alias matches exactly, or as an unambiguous prefix, with `=value` or not.
+    """
+    reserved = RESERVED_ARGS[Engine.SGLANG]
+    if not arg.startswith("--"):
+        return ()
+    name = arg.split("=", 1)[0]
+    name = SGLANG_ALIASES.get(name, name)
+    if name in reserved:
+        return (name,)
+    if len(name) <= 2:
+        return ()
+    spellings = {**{flag: flag for flag in reserved}, **SGLANG_ALIASES}
+    return tuple(sorted({flag for spelled, flag in spellings.items() if spelled.startswith(name)}))
+
+
+def llamacpp_reads_as(arg: str) -> tuple[str, ...]:
+    """The reserved flag llama-server's parser reads `arg` as (none if it is another flag).
+
+    common/arg.cpp matches an argument only exactly against each option's names (no prefixes),
+    and splits `--flag=value` at the `=`.
+    """
+    name = arg.split("=", 1)[0]
+    name = LLAMACPP_ALIASES.get(name, name)
+    return (name,) if name in RESERVED_ARGS[Engine.LLAMACPP] else ()
+
+
 # How each engine's parser reads a flag: what extraArgs are checked against.
-ENGINE_READS_AS = {Engine.VLLM: vllm_reads_as, Engine.TGI: tgi_reads_as}
+ENGINE_READS_AS = {
+    Engine.VLLM: vllm_reads_as,
+    Engine.TGI: tgi_reads_as,
+    Engine.SGLANG: sglang_reads_as,
+    Engine.LLAMACPP: llamacpp_reads_as,
+}
 
 
 class Model(BaseModel):
@@ -324,14 +410,23 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
 class InferenceServiceSpec(Model):
-    engine: Annotated[Engine, Field(description="Serving engine: vllm or tgi.")] = Engine.VLLM
+    engine: Annotated[
+        Engine, Field(description="Serving engine: vllm, tgi, sglang or llamacpp (llama.cpp's llama-server).")
+    ] = Engine.VLLM
     model: Annotated[ModelSource, Field(description="What to serve.")]
     image: Annotated[
         str | None, Field(default=None, description="Engine image. Unset means the pinned default for the engine.")
     ] = None
     gpus_per_replica: Annotated[
         int,
-        Field(ge=1, le=8, description="GPUs per replica (nvidia.com/gpu); the model is sharded across them."),
+        Field(
+            ge=0,
+            le=8,
+            description=(
+                "GPUs per replica (nvidia.com/gpu); the model is sharded across them. 0 (llamacpp only) runs on "
+                "CPUs with no GPU request."
+            ),
+        ),
     ] = 1
     node_selector: Annotated[dict[str, str], Field(default_factory=dict, description="Node selector for engine pods.")]
     tolerations: Annotated[list[Toleration], Field(default_factory=list, description="Tolerations for engine pods.")]
@@ -346,7 +441,8 @@ class InferenceServiceSpec(Model):
             le=4096,
             description=(
                 "Per-replica concurrency ceiling, pinned at the replica's latency knee (vLLM --max-num-seqs, "
-                "TGI --max-concurrent-requests). The operator never raises it: capacity comes from replicas."
+                "TGI --max-concurrent-requests, SGLang --max-running-requests, llama.cpp --parallel). The operator "
+                "never raises it: capacity comes from replicas."
             ),
         ),
     ] = 16
@@ -355,7 +451,10 @@ class InferenceServiceSpec(Model):
         Field(
             ge=128,
             le=1_048_576,
-            description="Longest prompt plus output, in tokens (vLLM --max-model-len, TGI --max-total-tokens).",
+            description=(
+                "Longest prompt plus output, in tokens (vLLM --max-model-len, TGI --max-total-tokens, SGLang "
+                "--context-length, llama.cpp --ctx-size per slot)."
+            ),
         ),
     ] = 8192
     extra_args: Annotated[
@@ -412,6 +511,21 @@ class InferenceServiceSpec(Model):
             fix = f"remove it from spec.extraArgs and set {owner} instead" if owner else "remove it from spec.extraArgs"
             where = f"the operator sets it from {owner}" if owner else "the operator sets it itself"
             raise ValueError(f"spec.extraArgs[{index}] sets {flag}{spelled}, but {where}: {fix}")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_fits(self) -> InferenceServiceSpec:
+        if self.gpus_per_replica == 0 and self.engine not in CPU_ENGINES:
+            cpu = ", ".join(sorted(e.value for e in CPU_ENGINES))
+            raise ValueError(
+                f"spec.gpusPerReplica is 0, but {self.engine.value} needs a GPU: set it to 1 or more, or use an "
+                f"engine that runs on CPUs ({cpu})"
+            )
+        if self.engine is Engine.LLAMACPP and self.model.revision:
+            raise ValueError(
+                f"spec.model.revision is {self.model.revision!r}, but llama-server has no revision flag: remove it "
+                "and name the GGUF in spec.model.id (a Hugging Face repo, optionally with :quant, or a .gguf path)"
+            )
         return self
 
     @property
@@ -477,6 +591,15 @@ class Signals(Model):
     ] = None
     ttft_derived: Annotated[
         bool | None, Field(description="True when TTFT is derived (TGI exports no TTFT histogram).")
+    ] = None
+    ttft_exported: Annotated[
+        bool | None,
+        Field(
+            description=(
+                "False when the engine exports no TTFT at all (llama.cpp): replicas then follow queue depth and "
+                "busy slots, and the TTFT SLO is not checked."
+            )
+        ),
     ] = None
     queue_depth: Annotated[float | None, Field(description="Requests waiting, summed over replicas.")] = None
     running_requests: Annotated[float | None, Field(description="Requests running, summed over replicas.")] = None

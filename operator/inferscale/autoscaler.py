@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from inferscale.api import ConditionStatus, InferenceService, ScalingMode
+from inferscale.api import ENGINES_WITHOUT_TTFT, ConditionStatus, Engine, InferenceService, ScalingMode
 from inferscale.policy import Decision, Limit, Memory, Observation, Recommendation, decide
 from inferscale.promql import ServiceSignals, Signal, Source
 from inferscale.render import SERVICE_LABEL
@@ -147,18 +147,21 @@ def _short(value: Any) -> str:
 
 def observation(view: ServiceView, signals: ServiceSignals | None) -> Observation:
     counts = view.pods
+    ttft_exported = view.isvc.spec.engine not in ENGINES_WITHOUT_TTFT
     if signals is None:
         return Observation(
             current_replicas=view.deployment_replicas,
             ready_replicas=counts.ready,
             starting_replicas=counts.starting,
             pending_replicas=counts.pending,
+            ttft_exported=ttft_exported,
         )
     return Observation(
         current_replicas=view.deployment_replicas,
         ready_replicas=counts.ready,
         starting_replicas=counts.starting,
         pending_replicas=counts.pending,
+        ttft_exported=ttft_exported,
         queue_depth=signals.queue_depth,
         running_requests=signals.running_requests,
         ttft_p95_seconds=signals.ttft_p95_seconds,
@@ -174,31 +177,42 @@ def observation(view: ServiceView, signals: ServiceSignals | None) -> Observatio
 
 
 def _metrics_condition(
-    signals: ServiceSignals | None, metrics_error: str | None, existing: list[Mapping[str, Any]], now: datetime
+    signals: ServiceSignals | None,
+    metrics_error: str | None,
+    existing: list[Mapping[str, Any]],
+    now: datetime,
+    engine: Engine = Engine.VLLM,
 ) -> dict[str, Any]:
     if metrics_error is not None:
         state, reason, message = ConditionStatus.FALSE, "PrometheusUnavailable", f"{metrics_error}; replicas are held"
     elif signals is None:
         state, reason = ConditionStatus.FALSE, "NoSeries"
         message = "Prometheus has no engine series for this service (not scraped yet, or no ready replica)"
-    elif problems := _problems(signals):
+    elif problems := _problems(signals, ttft_exported=engine not in ENGINES_WITHOUT_TTFT):
         state, reason, message = ConditionStatus.FALSE, "SignalsIncomplete", "; ".join(problems)
+    elif engine in ENGINES_WITHOUT_TTFT:
+        state, reason = ConditionStatus.TRUE, "SignalsFresh"
+        message = (
+            f"Queue depth and running requests are fresh; {engine.value} exports no TTFT (no latency histogram), "
+            "so replicas follow queue depth and busy slots and the TTFT SLO is not checked"
+        )
     else:
         state, reason, message = (
             ConditionStatus.TRUE,
             "SignalsFresh",
-            "Queue depth, running requests and TTFT are fresh",
+            "Queue depth, running requests and TTFT are fresh"
+            + (" (TTFT derived from queue and prefill durations)" if signals.ttft_derived else ""),
         )
     return condition_json(
         set_condition(existing, type=METRICS_AVAILABLE, status=state, reason=reason, message=message, now=now)
     )
 
 
-def _problems(signals: ServiceSignals) -> list[str]:
+def _problems(signals: ServiceSignals, *, ttft_exported: bool = True) -> list[str]:
     # An idle engine's TTFT histogram has no samples, so its p95 is NaN: only a problem
-    # while requests are in flight.
+    # while requests are in flight, and never for an engine that exports none.
     in_flight = (signals.queue_depth or 0) + (signals.running_requests or 0)
-    wanted = _LOAD_SIGNALS + ((Signal.TTFT_P95_SECONDS,) if in_flight > 0 else ())
+    wanted = _LOAD_SIGNALS + ((Signal.TTFT_P95_SECONDS,) if in_flight > 0 and ttft_exported else ())
     return signals.problems(wanted)
 
 
@@ -225,12 +239,13 @@ def _unattainable_condition(decision: Decision, existing: list[Mapping[str, Any]
     )
 
 
-def _signals_status(signals: ServiceSignals | None) -> dict[str, Any] | None:
+def _signals_status(signals: ServiceSignals | None, engine: Engine = Engine.VLLM) -> dict[str, Any] | None:
     if signals is None:
         return None
     values = {
         "ttftP95Seconds": signals.ttft_p95_seconds,
         "ttftDerived": signals.ttft_derived,
+        "ttftExported": False if engine in ENGINES_WITHOUT_TTFT else None,
         "queueDepth": signals.queue_depth,
         "runningRequests": signals.running_requests,
         "kvCacheUsage": signals.kv_cache_usage,
@@ -335,7 +350,7 @@ def plan_service(
             )
 
     conditions = [
-        _metrics_condition(signals, metrics_error, existing, now),
+        _metrics_condition(signals, metrics_error, existing, now, view.isvc.spec.engine),
         _limited_condition(decision, existing, now),
         _unattainable_condition(decision, existing, now),
     ]
@@ -362,7 +377,7 @@ def plan_service(
     }
     if decision.memory.last_scale_time is not None:
         new_status["lastScaleTime"] = decision.memory.last_scale_time.isoformat()
-    signals_status = _signals_status(signals)
+    signals_status = _signals_status(signals, view.isvc.spec.engine)
     if signals_status is not None:
         new_status["signals"] = signals_status
     return Plan(

@@ -170,6 +170,15 @@ class Observation(Model):
         AwareDatetime | None,
         Field(description="When GPU utilisation was sampled (DCGM is a separate exporter); None means metrics_at."),
     ] = None
+    ttft_exported: Annotated[
+        bool,
+        Field(
+            description=(
+                "False for an engine with no TTFT at all (llama.cpp): a missing TTFT is then no reason to hold, and "
+                "the replicas follow queue depth and busy seats."
+            )
+        ),
+    ] = True
 
 
 class Recommendation(Model):
@@ -364,7 +373,7 @@ def decide(
         )
         why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)}, but {because}"
         return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))
-    if load.ttft is None and load.in_flight > 0:
+    if load.ttft is None and load.in_flight > 0 and observed.ttft_exported:
         why = f"p95 TTFT is missing or NaN with {_num(load.in_flight)} requests in flight"
         return tick.finish(current, Reason.METRICS_MISSING, why, tick.remember(current))
     # Removing replicas asks for the tolerance below the fill that adds them, so a rate that jitters
@@ -761,7 +770,7 @@ def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decisi
             return tick.finish(current, Reason.AT_MIN_REPLICAS, fits_text, memory)
         if tick.unattainable is not None:
             return tick.finish(current, Reason.SLO_UNATTAINABLE, f"{tick.unattainable}; {fits_text}", memory)
-        return tick.finish(current, Reason.STEADY, f"{_health(load, slo)}; {fits_text}", memory)
+        return tick.finish(current, Reason.STEADY, f"{_health(load, slo, observed.ttft_exported)}; {fits_text}", memory)
     if current - recommended <= TOLERANCE * current:
         memory = tick.remember(recommended, memory)
         why = f"{fits_text}, within the {TOLERANCE:.0%} tolerance of {current}"
@@ -796,7 +805,7 @@ def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decisi
         return tick.finish(current, Reason.STABILIZING, why, memory)
 
     target = max(stable, current - scaling.scale_down.max_step_replicas)
-    why = f"{_health(load, slo)}; {fits_text}"
+    why = f"{_health(load, slo, observed.ttft_exported)}; {fits_text}"
     if tick.unattainable is not None:
         why = f"the load fell ({fits_text}); the SLO stays out of replicas' reach: {tick.unattainable}"
     if target > stable:
@@ -817,7 +826,9 @@ def _lower_knee(spec: InferenceServiceSpec, memory: Memory, load: _Load, ready: 
     return min(memory.slo_knee_per_replica, per_replica)
 
 
-def _health(load: _Load, slo: float) -> str:
+def _health(load: _Load, slo: float, ttft_exported: bool = True) -> str:
+    if not ttft_exported:
+        return f"{_num(load.running)} running and {_num(load.waiting)} waiting (the engine exports no TTFT)"
     if load.ttft is None:
         return "idle"
     return f"p95 TTFT {_secs(load.ttft)} within SLO {_secs(slo)}"

@@ -1,10 +1,11 @@
 """Pure PromQL for the scaling tick: the fixed query set, and its answers turned into signals.
 
-One tick sends the same fourteen queries whatever the number of InferenceServices: one per
-signal, with two for p95 TTFT (measured for vLLM, derived for TGI) and two for p95 prefill
-time (one per engine: their histograms have different buckets, which one histogram_quantile
-cannot mix), and one for freshness, each aggregated `by (namespace, service)`, so one answer
-covers every service. vLLM, TGI and DCGM feed the same signal names. Nothing here talks to a
+One tick sends the same fifteen queries whatever the number of InferenceServices: one per
+signal, with three for p95 TTFT (measured for vLLM, derived for TGI, measured for SGLang:
+their histograms have different buckets, which one histogram_quantile cannot mix) and two for
+p95 prefill time (vLLM's and TGI's), and one for freshness, each aggregated
+`by (namespace, service)`, so one answer covers every service. vLLM, TGI, SGLang, llama.cpp
+and DCGM feed the same signal names; an engine without a signal leaves it missing. Nothing here talks to a
 server; `metrics` sends the queries and hands the answers back to `parse_signals`.
 
 Freshness: every sample of one scrape carries the scrape's time, so one timestamp per
@@ -86,6 +87,41 @@ pass alone, `timings.forward`) leaves out sampling and the gRPC round trip, whic
 waits for as well, so it is not used. A service's TGI prefill signals say
 `ttft_derived=True` too, when it has a TTFT: read them as per batch.
 
+SGLang, `python/sglang/srt/metrics/collector.py`, read at main (commit 00ae9c1, 0.5.x era; the
+names, types and TTFT buckets below are the same back to 0.4.x; our default image is v0.5.4).
+Exported only with `--enable-metrics` (render passes it), through prometheus_client: counters
+gain `_total`. Scheduler series carry `model_name`, `engine_type`, `tp_rank`, `pp_rank` and
+`moe_ep_rank` labels (only the first scheduler exports, unless
+--enable-metrics-for-all-schedulers); tokenizer-side series carry `model_name`.
+  sglang:num_queue_reqs              gauge, requests in the waiting queue
+  sglang:num_running_reqs            gauge, requests in the running batch
+  sglang:token_usage                 gauge, 0..1, share of the KV pool's tokens in use
+  sglang:time_to_first_token_seconds histogram, buckets 0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6,
+                                     8, 10, 20, 40, 60, 80, 100, 200, 400 s (a p95 below 0.1 s is
+                                     interpolated in (0, 0.1] and says little)
+  sglang:queue_time_seconds          histogram, the wait from entering the scheduler's waiting
+                                     queue to joining a forward batch (TimeStats
+                                     get_queueing_time), observed when the request is scheduled;
+                                     buckets 0, 0.1, 0.2, 0.5, 1, 2, ... 3000 s
+  sglang:num_requests_total          counter, requests finished
+  sglang:prompt_tokens_total         counter
+  sglang:generation_tokens_total     counter
+SGLang has no per-request prefill histogram, so its prefill signals are missing.
+
+llama.cpp, `tools/server/server.cpp` (the /metrics handler), read at a late-2025 master (our
+default image is server-b7100). Exported only with `--metrics` (render passes it), as plain
+lines with no labels and no histograms at all:
+  llamacpp:requests_deferred         gauge, requests waiting for a free slot
+  llamacpp:requests_processing       gauge, slots busy
+  llamacpp:prompt_tokens_total       counter
+  llamacpp:tokens_predicted_total    counter
+  llamacpp:n_decode_total            counter, llama_decode() calls
+  (and prompt_seconds_total, tokens_predicted_seconds_total, n_tokens_max,
+  n_busy_slots_per_decode, prompt_tokens_seconds, predicted_tokens_seconds)
+With no latency histogram and no request counter, a llama.cpp service has no TTFT, queue
+time, prefill time or request rate: those signals are missing by design, and the policy is
+told so (policy.Observation.ttft_exported) and sizes it on queue depth and busy slots.
+
 DCGM exporter, `internal/pkg/transformation/const.go` (3.x, 4.x): DCGM_FI_DEV_GPU_UTIL is a
 gauge in percent (0..100) per GPU with `gpu`, `UUID`, `device`, `modelName`, `Hostname`, and
 with its Kubernetes mapping on, the `pod`, `namespace` and `container` using the GPU
@@ -128,6 +164,25 @@ TGI_BATCH_INFERENCE_DURATION = "tgi_batch_inference_duration"
 TGI_REQUEST_SUCCESS = "tgi_request_success"
 TGI_INPUT_LENGTH = "tgi_request_input_length"
 TGI_GENERATED_TOKENS = "tgi_request_generated_tokens"
+
+SGLANG_QUEUE = "sglang:num_queue_reqs"
+SGLANG_RUNNING = "sglang:num_running_reqs"
+SGLANG_TOKEN_USAGE = "sglang:token_usage"
+SGLANG_TTFT = "sglang:time_to_first_token_seconds"
+SGLANG_QUEUE_TIME = "sglang:queue_time_seconds"
+SGLANG_REQUESTS = "sglang:num_requests_total"
+SGLANG_PROMPT_TOKENS = "sglang:prompt_tokens_total"
+SGLANG_GENERATION_TOKENS = "sglang:generation_tokens_total"
+
+LLAMACPP_DEFERRED = "llamacpp:requests_deferred"
+LLAMACPP_PROCESSING = "llamacpp:requests_processing"
+LLAMACPP_PROMPT_TOKENS = "llamacpp:prompt_tokens_total"
+LLAMACPP_PREDICTED_TOKENS = "llamacpp:tokens_predicted_total"
+
+# Each engine's waiting and running gauges, in one order: what every engine has.
+WAITING_GAUGES = (VLLM_WAITING, TGI_QUEUE_SIZE, SGLANG_QUEUE, LLAMACPP_DEFERRED)
+RUNNING_GAUGES = (VLLM_RUNNING, TGI_BATCH_SIZE, SGLANG_RUNNING, LLAMACPP_PROCESSING)
+KV_CACHE_GAUGES = (VLLM_KV_CACHE, VLLM_KV_CACHE_OLD, SGLANG_TOKEN_USAGE)
 
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 
@@ -209,13 +264,15 @@ class SignalQuery:
 
 # Query names besides the signals' own.
 TTFT_DERIVED = "ttft_p95_seconds_derived"
+TTFT_SGLANG = "ttft_p95_seconds_sglang"
 PREFILL_P95_TGI = "prefill_p95_seconds_tgi"
 FRESHNESS = "freshness"
 
-# Signals with a second query (TGI's): the answer is the worse of the two, since both exist
-# only while a service moves between engines.
+# Signals with more than one query (one per histogram layout): the answer is the worst,
+# since several exist only while a service moves between engines.
 _SECOND_QUERIES: dict[str, Signal] = {
     TTFT_DERIVED: Signal.TTFT_P95_SECONDS,
+    TTFT_SGLANG: Signal.TTFT_P95_SECONDS,
     PREFILL_P95_TGI: Signal.PREFILL_P95_SECONDS,
 }
 
@@ -243,16 +300,29 @@ class _PromQL:
     def sum_by(self, expr: str) -> str:
         return f"sum by ({self.by}) ({expr})"
 
-    def mean(self, vllm: str, tgi: str, tgi_matcher: str = "") -> str:
-        """Mean of an observation over the window, from either engine's histogram (0/0 = NaN when none)."""
-        total = self.sum_by(f"{self.rate(f'{vllm}_sum')} or {self.rate(f'{tgi}_sum{tgi_matcher}')}")
-        count = self.sum_by(f"{self.rate(f'{vllm}_count')} or {self.rate(f'{tgi}_count{tgi_matcher}')}")
-        return f"{total} / {count}"
+    def rates(self, *counters: str) -> str:
+        """The per-service rate of whichever engine's counter a pod exports."""
+        return self.sum_by(" or ".join(self.rate(counter) for counter in counters))
+
+    def mean(self, *histograms: str) -> str:
+        """Mean of an observation over the window, from any engine's histogram (0/0 = NaN when none).
+
+        Each histogram is a name, with a matcher where it needs one (`name{method="prefill"}`).
+        """
+
+        def part(suffix: str) -> str:
+            rates = []
+            for histogram in histograms:
+                name, brace, matcher = histogram.partition("{")
+                rates.append(self.rate(f"{name}_{suffix}{brace}{matcher}"))
+            return self.sum_by(" or ".join(rates))
+
+        return f"{part('sum')} / {part('count')}"
 
     def engine_pods(self) -> str:
         """One series (value 1) per engine pod, carrying its namespace, pod and service."""
         o = self.o
-        return f"group by ({o.namespace_label}, {o.pod_label}, {o.service_label}) ({VLLM_RUNNING} or {TGI_QUEUE_SIZE})"
+        return f"group by ({o.namespace_label}, {o.pod_label}, {o.service_label}) ({' or '.join(RUNNING_GAUGES)})"
 
     def to_service(self, dcgm: str) -> str:
         """DCGM per-GPU series (values kept) labelled with the service of the pod using the GPU."""
@@ -274,22 +344,26 @@ class _PromQL:
         o = self.o
         # Within one pod, `a or b` keeps a: series are matched on all labels but the name.
         # Across pods nothing matches, so vLLM and TGI replicas of a service add up.
+        rates = self.rates
         values = {
-            Signal.QUEUE_DEPTH: self.sum_by(f"{VLLM_WAITING} or {TGI_QUEUE_SIZE}"),
-            Signal.RUNNING_REQUESTS: self.sum_by(f"{VLLM_RUNNING} or {TGI_BATCH_SIZE}"),
-            # Prefer the new name where a pod exports both (vLLM 0.9.2 - 0.10).
-            Signal.KV_CACHE_USAGE: f"avg by ({self.by}) ({VLLM_KV_CACHE} or {VLLM_KV_CACHE_OLD})",
+            Signal.QUEUE_DEPTH: self.sum_by(" or ".join(WAITING_GAUGES)),
+            Signal.RUNNING_REQUESTS: self.sum_by(" or ".join(RUNNING_GAUGES)),
+            # Prefer the new name where a pod exports both (vLLM 0.9.2 - 0.10). llama.cpp has none.
+            Signal.KV_CACHE_USAGE: f"avg by ({self.by}) ({' or '.join(KV_CACHE_GAUGES)})",
             Signal.TTFT_P95_SECONDS: self.quantile(VLLM_TTFT),
-            Signal.REQUEST_RATE: self.sum_by(f"{self.rate(VLLM_REQUEST_SUCCESS)} or {self.rate(TGI_REQUEST_SUCCESS)}"),
-            Signal.PROMPT_TOKENS_RATE: self.sum_by(
-                f"{self.rate(VLLM_PROMPT_TOKENS)} or {self.rate(f'{TGI_INPUT_LENGTH}_sum')}"
+            Signal.REQUEST_RATE: rates(VLLM_REQUEST_SUCCESS, TGI_REQUEST_SUCCESS, SGLANG_REQUESTS),
+            Signal.PROMPT_TOKENS_RATE: rates(
+                VLLM_PROMPT_TOKENS, f"{TGI_INPUT_LENGTH}_sum", SGLANG_PROMPT_TOKENS, LLAMACPP_PROMPT_TOKENS
             ),
-            Signal.GENERATION_TOKENS_RATE: self.sum_by(
-                f"{self.rate(VLLM_GENERATION_TOKENS)} or {self.rate(f'{TGI_GENERATED_TOKENS}_sum')}"
+            Signal.GENERATION_TOKENS_RATE: rates(
+                VLLM_GENERATION_TOKENS,
+                f"{TGI_GENERATED_TOKENS}_sum",
+                SGLANG_GENERATION_TOKENS,
+                LLAMACPP_PREDICTED_TOKENS,
             ),
             # Means from _sum/_count: exact whatever the buckets (vLLM's start at 0.3 s).
-            Signal.QUEUE_TIME_SECONDS: self.mean(VLLM_QUEUE_TIME, TGI_QUEUE_DURATION),
-            Signal.PREFILL_TIME_SECONDS: self.mean(VLLM_PREFILL_TIME, TGI_BATCH_INFERENCE_DURATION, PREFILL),
+            Signal.QUEUE_TIME_SECONDS: self.mean(VLLM_QUEUE_TIME, TGI_QUEUE_DURATION, SGLANG_QUEUE_TIME),
+            Signal.PREFILL_TIME_SECONDS: self.mean(VLLM_PREFILL_TIME, TGI_BATCH_INFERENCE_DURATION + PREFILL),
             Signal.PREFILL_P95_SECONDS: self.quantile(VLLM_PREFILL_TIME),
             Signal.GPU_UTILIZATION_PERCENT: (
                 f"avg by ({o.namespace_label}, {o.service_label}) ({self.to_service(self.dcgm_selector())})"
@@ -299,6 +373,7 @@ class _PromQL:
         # TGI's TTFT is its own query, so Prometheus can evaluate it alongside vLLM's.
         derived = f"{self.quantile(TGI_QUEUE_DURATION)} + {self.quantile(TGI_BATCH_INFERENCE_DURATION, PREFILL)}"
         queries.insert(4, SignalQuery(TTFT_DERIVED, Signal.TTFT_P95_SECONDS, derived))
+        queries.insert(5, SignalQuery(TTFT_SGLANG, Signal.TTFT_P95_SECONDS, self.quantile(SGLANG_TTFT)))
         # So is TGI's prefill p95: one histogram_quantile over both engines' buckets would
         # mix two bucket layouts into nonsense for a service running both.
         tgi_prefill = self.quantile(TGI_BATCH_INFERENCE_DURATION, PREFILL)
@@ -316,7 +391,8 @@ class _PromQL:
         answering from the window; the missing timestamp is what marks those stale.
         timestamp() gives a sample's own time only when applied straight to a selector.
         """
-        engine = f"min by ({self.by}) (timestamp({VLLM_WAITING}) or timestamp({TGI_QUEUE_SIZE}))"
+        stamps = " or ".join(f"timestamp({gauge})" for gauge in WAITING_GAUGES)
+        engine = f"min by ({self.by}) ({stamps})"
         dcgm = f"min by ({self.by}) ({self.to_service(f'timestamp({self.dcgm_selector()})')})"
         return (
             f'label_replace({engine}, "{SOURCE_LABEL}", "{Source.ENGINE}", "", "") or '
@@ -595,7 +671,8 @@ def pod_load_query(options: QueryOptions | None = None) -> str:
     """
     o = options or QueryOptions()
     by = f"{o.namespace_label}, {o.service_label}, {o.pod_label}"
-    return f"sum by ({by}) ({VLLM_RUNNING} or {TGI_BATCH_SIZE}) + sum by ({by}) ({VLLM_WAITING} or {TGI_QUEUE_SIZE})"
+    running, waiting = " or ".join(RUNNING_GAUGES), " or ".join(WAITING_GAUGES)
+    return f"sum by ({by}) ({running}) + sum by ({by}) ({waiting})"
 
 
 def parse_pod_load(result: object, options: QueryOptions | None = None) -> dict[ServiceKey, dict[str, float]]:

@@ -8,6 +8,7 @@ InferenceService's own name), so a retry or a resume renders the same objects.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from inferscale.api import GPU_RESOURCE, GROUP, KIND, VERSION, Engine, InferenceService, InferenceServiceSpec
@@ -23,7 +24,20 @@ MANAGED_BY = "inferscale"
 # SIGTERM; without it, new requests still arrive at a server that is shutting down.
 ENDPOINT_DRAIN_SECONDS = 10
 # Where each engine keeps downloaded weights inside its image.
-MODEL_CACHE_DIR = {Engine.VLLM: "/root/.cache/huggingface", Engine.TGI: "/data"}
+MODEL_CACHE_DIR = {
+    Engine.VLLM: "/root/.cache/huggingface",
+    Engine.TGI: "/data",
+    Engine.SGLANG: "/root/.cache/huggingface",
+    # llama-server's -hf downloads into LLAMA_CACHE (common/arg.cpp, fs_get_cache_directory).
+    Engine.LLAMACPP: "/root/.cache/llama.cpp",
+}
+# The image's own entrypoint where it has one that takes the engine's flags (vLLM's
+# `vllm serve`-style api_server, TGI's launcher, llama.cpp's `llama-server`); SGLang's image
+# has none, so the module is the command.
+ENGINE_COMMAND: dict[Engine, list[str]] = {Engine.SGLANG: ["python3", "-m", "sglang.launch_server"]}
+# llama.cpp: offload every layer to the GPU(s) when the replica has any (a count above the
+# model's layers means all of them).
+LLAMACPP_ALL_LAYERS = 999
 
 
 def selector_labels(isvc: InferenceService) -> dict[str, str]:
@@ -63,39 +77,80 @@ def _metadata(isvc: InferenceService) -> dict[str, Any]:
 
 def engine_args(spec: InferenceServiceSpec) -> list[str]:
     """Engine command-line arguments, with the per-replica batch ceiling pinned."""
+    return _ENGINE_ARGS[spec.engine](spec) + list(spec.extra_args)
+
+
+@dataclass(frozen=True)
+class _Flags:
+    """How an engine that loads a Hugging Face repo spells the settings the operator pins."""
+
+    model: str
+    ceiling: str
+    shards: str
+    listen: tuple[str, ...] = ()
+
+    def args(self, spec: InferenceServiceSpec, lengths: list[str]) -> list[str]:
+        model = spec.model
+        args = [self.model, model.id]
+        if model.revision:
+            args += ["--revision", model.revision]
+        args += [*self.listen, "--port", str(PORT), self.ceiling, str(spec.max_concurrency), *lengths]
+        if spec.gpus_per_replica > 1:
+            args += [self.shards, str(spec.gpus_per_replica)]
+        return args
+
+
+_VLLM = _Flags("--model", "--max-num-seqs", "--tensor-parallel-size")
+_TGI = _Flags("--model-id", "--max-concurrent-requests", "--num-shard")
+# launch_server listens on 127.0.0.1 unless told otherwise.
+_SGLANG = _Flags("--model-path", "--max-running-requests", "--tensor-parallel-size", ("--host", "0.0.0.0"))
+
+
+def _vllm_args(spec: InferenceServiceSpec) -> list[str]:
+    return _VLLM.args(spec, ["--max-model-len", str(spec.max_model_len)])
+
+
+def _tgi_args(spec: InferenceServiceSpec) -> list[str]:
+    # TGI requires input < total; leave room for at least one generated token.
+    lengths = ["--max-input-tokens", str(spec.max_model_len - 1), "--max-total-tokens", str(spec.max_model_len)]
+    return _TGI.args(spec, lengths)
+
+
+def _sglang_args(spec: InferenceServiceSpec) -> list[str]:
+    # /metrics exists only with --enable-metrics (docs/references/production_metrics.md).
+    return _SGLANG.args(spec, ["--context-length", str(spec.max_model_len), "--enable-metrics"])
+
+
+def _llamacpp_args(spec: InferenceServiceSpec) -> list[str]:
     model = spec.model
-    if spec.engine is Engine.VLLM:
-        args = ["--model", model.id]
-        if model.revision:
-            args += ["--revision", model.revision]
-        args += [
-            "--port",
-            str(PORT),
-            "--max-num-seqs",
-            str(spec.max_concurrency),
-            "--max-model-len",
-            str(spec.max_model_len),
-        ]
-        if spec.gpus_per_replica > 1:
-            args += ["--tensor-parallel-size", str(spec.gpus_per_replica)]
-    else:
-        args = ["--model-id", model.id]
-        if model.revision:
-            args += ["--revision", model.revision]
-        args += [
-            "--port",
-            str(PORT),
-            "--max-concurrent-requests",
-            str(spec.max_concurrency),
-            # TGI requires input < total; leave room for at least one generated token.
-            "--max-input-tokens",
-            str(spec.max_model_len - 1),
-            "--max-total-tokens",
-            str(spec.max_model_len),
-        ]
-        if spec.gpus_per_replica > 1:
-            args += ["--num-shard", str(spec.gpus_per_replica)]
-    return args + list(spec.extra_args)
+    # A local GGUF by path, else a Hugging Face repo (`org/name[:quant]`) that -hf downloads.
+    args = ["--model", model.id] if model.id.endswith(".gguf") else ["--hf-repo", model.id]
+    args += [
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(PORT),
+        # --parallel slots is the concurrency ceiling; requests beyond it are deferred
+        # (llamacpp:requests_deferred, the queue depth).
+        "--parallel",
+        str(spec.max_concurrency),
+        # The context is split evenly between the slots, so each slot gets maxModelLen.
+        "--ctx-size",
+        str(spec.max_model_len * spec.max_concurrency),
+        "--cont-batching",
+        "--metrics",
+    ]
+    if spec.gpus_per_replica > 0:
+        args += ["--n-gpu-layers", str(LLAMACPP_ALL_LAYERS)]
+    return args
+
+
+_ENGINE_ARGS = {
+    Engine.VLLM: _vllm_args,
+    Engine.TGI: _tgi_args,
+    Engine.SGLANG: _sglang_args,
+    Engine.LLAMACPP: _llamacpp_args,
+}
 
 
 def _env(spec: InferenceServiceSpec) -> list[dict[str, Any]]:
@@ -106,6 +161,8 @@ def _env(spec: InferenceServiceSpec) -> list[dict[str, Any]]:
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     if spec.engine is Engine.TGI:
         env.append({"name": "HUGGINGFACE_HUB_CACHE", "value": MODEL_CACHE_DIR[Engine.TGI]})
+    if spec.engine is Engine.LLAMACPP:
+        env.append({"name": "LLAMA_CACHE", "value": MODEL_CACHE_DIR[Engine.LLAMACPP]})
     return env
 
 
@@ -127,13 +184,15 @@ def _probes(spec: InferenceServiceSpec) -> dict[str, Any]:
 
 
 def _container(spec: InferenceServiceSpec) -> dict[str, Any]:
-    gpus = {GPU_RESOURCE: str(spec.gpus_per_replica)}
+    # A CPU-only replica (llama.cpp, gpusPerReplica 0) asks for no GPU at all.
+    gpus = {GPU_RESOURCE: str(spec.gpus_per_replica)} if spec.gpus_per_replica > 0 else {}
     container: dict[str, Any] = {
         "name": "engine",
         "image": spec.engine_image,
+        **({"command": ENGINE_COMMAND[spec.engine]} if spec.engine in ENGINE_COMMAND else {}),
         "args": engine_args(spec),
         "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
-        "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        "resources": {"requests": dict(gpus), "limits": dict(gpus)} if gpus else {},
         **_probes(spec),
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(ENDPOINT_DRAIN_SECONDS)]}}},
         "volumeMounts": [

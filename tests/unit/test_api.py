@@ -2,7 +2,16 @@
 input that gets a message naming the field and the fix."""
 
 import pytest
-from inferscale.api import DEFAULT_IMAGES, RESERVED_ARGS, Engine, InvalidSpec, parse_name, parse_spec
+from inferscale.api import (
+    DEFAULT_IMAGES,
+    LLAMACPP_ALIASES,
+    RESERVED_ARGS,
+    SGLANG_ALIASES,
+    Engine,
+    InvalidSpec,
+    parse_name,
+    parse_spec,
+)
 
 
 def test_five_line_manifest_gets_documented_defaults() -> None:
@@ -41,7 +50,10 @@ def test_camel_case_fields_from_a_manifest() -> None:
     ("spec", "expected"),
     [
         ({}, "spec.model: Field required"),
-        ({"model": {"id": "m"}, "engine": "triton"}, "spec.engine: Input should be 'vllm' or 'tgi' (got 'triton')"),
+        (
+            {"model": {"id": "m"}, "engine": "triton"},
+            "spec.engine: Input should be 'vllm', 'tgi', 'sglang' or 'llamacpp' (got 'triton')",
+        ),
         (
             {"model": {"id": "m"}, "maxConcurrency": 0},
             "spec.maxConcurrency: Input should be greater than or equal to 1",
@@ -79,6 +91,14 @@ _SPELLINGS = [
     *[("vllm", "--tensor-parallel-size", spelling) for spelling in ["-tp", "-tp=2", "-t"]],
     *[("tgi", flag, spelling) for flag in RESERVED_ARGS[Engine.TGI] for spelling in [flag, f"{flag}=999"]],
     *[("tgi", "--port", spelling) for spelling in ["-p", "-p8080", "-p=8080", "-ep8080", "-ep"]],
+    *[
+        ("sglang", flag, spelling)
+        for flag in RESERVED_ARGS[Engine.SGLANG]
+        for spelling in [flag[:end] for end in range(len(flag) - 3, len(flag) + 1)] + [f"{flag}=999"]
+    ],
+    *[("sglang", flag, spelling) for spelling, flag in SGLANG_ALIASES.items()],
+    *[("llamacpp", flag, spelling) for flag in RESERVED_ARGS[Engine.LLAMACPP] for spelling in [flag, f"{flag}=999"]],
+    *[("llamacpp", flag, spelling) for spelling, flag in LLAMACPP_ALIASES.items()],
 ]
 
 
@@ -125,6 +145,12 @@ def test_the_issue_spellings_of_the_ceiling_are_refused() -> None:
         # clap has no underscore rewriting and no prefix matching: TGI refuses these itself.
         ("tgi", "--max_concurrent_requests=999"),
         ("tgi", "--max-concurrent=999"),
+        ("sglang", "--mem-fraction-static=0.85"),
+        ("sglang", "--chunked-prefill-size=4096"),
+        # llama.cpp's parser matches names exactly: these are its own, not reserved ones.
+        ("llamacpp", "--threads=8"),
+        ("llamacpp", "--parallel-x"),
+        ("llamacpp", "-t"),
     ],
 )
 def test_flags_that_only_share_a_prefix_with_a_reserved_flag_are_passed_through(engine: str, arg: str) -> None:
@@ -136,6 +162,17 @@ def test_extra_args_of_the_other_engine_are_passed_through() -> None:
     # --max-num-seqs means nothing to TGI; only the flags each engine really owns are refused.
     spec = parse_spec({"engine": "tgi", "model": {"id": "m"}, "extraArgs": ["--max-num-seqs=4"]})
     assert spec.extra_args == ["--max-num-seqs=4"]
+
+
+def test_only_llamacpp_runs_without_a_gpu() -> None:
+    assert parse_spec({"engine": "llamacpp", "model": {"id": "org/m-GGUF"}, "gpusPerReplica": 0}).gpus_per_replica == 0
+    with pytest.raises(InvalidSpec, match=r"spec\.gpusPerReplica is 0, but vllm needs a GPU: set it to 1 or more"):
+        parse_spec({"engine": "vllm", "model": {"id": "m"}, "gpusPerReplica": 0})
+
+
+def test_llamacpp_refuses_a_revision_it_has_no_flag_for() -> None:
+    with pytest.raises(InvalidSpec, match=r"spec\.model\.revision is 'v2', but llama-server has no revision flag"):
+        parse_spec({"engine": "llamacpp", "model": {"id": "org/m-GGUF", "revision": "v2"}})
 
 
 @pytest.mark.parametrize("name", ["Llama", "7b", "a" * 64, "my_model", "x-"])

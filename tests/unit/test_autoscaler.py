@@ -205,3 +205,26 @@ def test_queue_and_prefill_times_unknown_are_left_out_of_status() -> None:
 
     assert observation(_view(replicas=1), None).queue_time_seconds is None
     assert not {"queueTimeSeconds", "prefillTimeSeconds", "prefillP95Seconds"} & set(plan.status["signals"])
+
+
+def test_llamacpp_status_says_ttft_is_not_exported_and_its_absence_is_no_problem() -> None:
+    isvc = InferenceService(
+        metadata=ObjectMeta(name="llama", namespace="serving"),
+        spec=parse_spec({"engine": "llamacpp", "gpusPerReplica": 0, "model": {"id": "org/m-GGUF"}}),
+    )
+    view = ServiceView(isvc=isvc, status={"desiredReplicas": 2}, deployment_replicas=2, pods=ReplicaCounts(ready=2))
+    plan = plan_service(view, _signals(waiting=30, running=16, ttft=None), metrics_error=None, now=NOW, **WINDOW)
+
+    assert observation(view, None).ttft_exported is False
+    assert plan.scale_to is not None and plan.scale_to > 2
+    assert plan.status["lastDecision"]["reason"] == "QueueGrowing"
+    metrics = _conditions(plan.status)["MetricsAvailable"]
+    assert (metrics["status"], metrics["reason"]) == ("True", "SignalsFresh")
+    assert "llamacpp exports no TTFT" in metrics["message"]
+    assert plan.status["signals"]["ttftExported"] is False
+    assert (
+        "ttftExported"
+        not in plan_service(
+            _view(), _signals(waiting=0, running=1, ttft=0.2), metrics_error=None, now=NOW, **WINDOW
+        ).status["signals"]
+    )

@@ -45,6 +45,6 @@ def test_user_facing_bits() -> None:
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
     assert columns == ["Engine", "Model", "Ready", "Desired", "TTFT-P95", "Queue", "Age"]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    assert spec["properties"]["engine"]["enum"] == ["vllm", "tgi"]
+    assert spec["properties"]["engine"]["enum"] == ["vllm", "tgi", "sglang", "llamacpp"]
     assert spec["properties"]["replicas"]["x-kubernetes-validations"][0]["rule"] == "self.min <= self.max"
     assert spec["properties"]["scaling"]["properties"]["ttftP95Seconds"]["exclusiveMinimum"] is True

@@ -625,3 +625,30 @@ def test_a_breach_while_replicas_start_never_holds_below_what_the_demand_needs()
     calm = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=3.0, running=6), memory)
     breach = _decide(_timed(2, ttft=3.0, queue_time=0.9, rate=3.0, running=6, waiting=2), memory)
     assert calm.replicas == breach.replicas == 4
+
+
+# --- an engine that exports no TTFT (llama.cpp) -----------------------------------
+
+
+def _no_ttft(current: int, **fields: Any) -> Observation:
+    return _seen(current, ttft=None, **fields).model_copy(update={"ttft_exported": False})
+
+
+def test_an_engine_without_ttft_scales_up_on_its_queue() -> None:
+    decision = _decide(_no_ttft(2, waiting=40, running=32))
+    assert (decision.replicas, decision.reason) == (4, Reason.QUEUE_GROWING)
+
+
+def test_an_engine_without_ttft_is_not_held_for_a_ttft_it_never_exports() -> None:
+    # With TTFT expected, a busy service missing it holds; without, it is sized on its busy seats.
+    held = _decide(_seen(4, running=6, ttft=None))
+    assert held.reason is Reason.METRICS_MISSING
+    memory = _settled(4, scale_down_window=(Recommendation(time=_ago(400), replicas=4),))
+    decision = _decide(_no_ttft(4, running=6), memory)
+    assert (decision.replicas, decision.reason) == (3, Reason.SCALED_DOWN)
+    assert decision.message.startswith("6 running and 0 waiting (the engine exports no TTFT); 6 requests in flight")
+
+
+def test_an_engine_without_ttft_keeps_replicas_while_its_seats_are_busy() -> None:
+    decision = _decide(_no_ttft(2, waiting=2, running=30))
+    assert (decision.replicas, decision.reason) == (2, Reason.STEADY)

@@ -12,6 +12,7 @@ from inferscale.promql import (
     FRESHNESS,
     PREFILL_P95_TGI,
     TTFT_DERIVED,
+    TTFT_SGLANG,
     QueryOptions,
     ServiceSignals,
     Signal,
@@ -74,6 +75,7 @@ def test_a_fixed_set_of_queries_each_covering_all_services() -> None:
         "kv_cache_usage",
         "ttft_p95_seconds",
         "ttft_p95_seconds_derived",
+        "ttft_p95_seconds_sglang",
         "request_rate",
         "prompt_tokens_rate",
         "generation_tokens_rate",
@@ -89,22 +91,30 @@ def test_a_fixed_set_of_queries_each_covering_all_services() -> None:
         assert "by (namespace, service" in query.promql, query.name
 
 
-def test_vllm_and_tgi_feed_the_same_signals() -> None:
+def test_every_engine_feeds_the_same_signals() -> None:
     by_name = queries()
 
-    assert by_name["queue_depth"] == "sum by (namespace, service) (vllm:num_requests_waiting or tgi_queue_size)"
-    assert by_name["running_requests"] == (
-        "sum by (namespace, service) (vllm:num_requests_running or tgi_batch_current_size)"
+    assert by_name["queue_depth"] == (
+        "sum by (namespace, service) "
+        "(vllm:num_requests_waiting or tgi_queue_size or sglang:num_queue_reqs or llamacpp:requests_deferred)"
     )
+    assert by_name["running_requests"] == (
+        "sum by (namespace, service) (vllm:num_requests_running or tgi_batch_current_size "
+        "or sglang:num_running_reqs or llamacpp:requests_processing)"
+    )
+    # llama.cpp counts no requests: its services have no request rate.
     assert by_name["request_rate"] == (
-        "sum by (namespace, service) (rate(vllm:request_success_total[120s]) or rate(tgi_request_success[120s]))"
+        "sum by (namespace, service) (rate(vllm:request_success_total[120s]) or rate(tgi_request_success[120s]) "
+        "or rate(sglang:num_requests_total[120s]))"
     )
     assert by_name["prompt_tokens_rate"] == (
-        "sum by (namespace, service) (rate(vllm:prompt_tokens_total[120s]) or rate(tgi_request_input_length_sum[120s]))"
+        "sum by (namespace, service) (rate(vllm:prompt_tokens_total[120s]) or rate(tgi_request_input_length_sum[120s])"
+        " or rate(sglang:prompt_tokens_total[120s]) or rate(llamacpp:prompt_tokens_total[120s]))"
     )
     assert by_name["generation_tokens_rate"] == (
         "sum by (namespace, service) "
-        "(rate(vllm:generation_tokens_total[120s]) or rate(tgi_request_generated_tokens_sum[120s]))"
+        "(rate(vllm:generation_tokens_total[120s]) or rate(tgi_request_generated_tokens_sum[120s]) "
+        "or rate(sglang:generation_tokens_total[120s]) or rate(llamacpp:tokens_predicted_total[120s]))"
     )
 
 
@@ -120,6 +130,11 @@ def test_ttft_is_measured_for_vllm_and_derived_for_tgi() -> None:
         " + histogram_quantile(0.95, sum by (namespace, service, le) "
         '(rate(tgi_batch_inference_duration_bucket{method="prefill"}[120s])))'
     )
+    # SGLang's histogram has buckets of its own (0.1 .. 400 s), so its p95 is a query of its own.
+    assert by_name["ttft_p95_seconds_sglang"] == (
+        "histogram_quantile(0.95, sum by (namespace, service, le) "
+        "(rate(sglang:time_to_first_token_seconds_bucket[120s])))"
+    )
 
 
 def test_queue_and_prefill_time_are_means_over_the_window_for_both_engines() -> None:
@@ -129,9 +144,11 @@ def test_queue_and_prefill_time_are_means_over_the_window_for_both_engines() -> 
     # replicas' requests are pooled (not a mean of per-replica means).
     assert by_name["queue_time_seconds"] == (
         "sum by (namespace, service) "
-        "(rate(vllm:request_queue_time_seconds_sum[120s]) or rate(tgi_request_queue_duration_sum[120s]))"
+        "(rate(vllm:request_queue_time_seconds_sum[120s]) or rate(tgi_request_queue_duration_sum[120s]) "
+        "or rate(sglang:queue_time_seconds_sum[120s]))"
         " / sum by (namespace, service) "
-        "(rate(vllm:request_queue_time_seconds_count[120s]) or rate(tgi_request_queue_duration_count[120s]))"
+        "(rate(vllm:request_queue_time_seconds_count[120s]) or rate(tgi_request_queue_duration_count[120s]) "
+        "or rate(sglang:queue_time_seconds_count[120s]))"
     )
     assert by_name["prefill_time_seconds"] == (
         "sum by (namespace, service) (rate(vllm:request_prefill_time_seconds_sum[120s]) "
@@ -160,7 +177,7 @@ def test_prefill_p95_has_one_query_per_engine() -> None:
 
 def test_kv_cache_query_reads_both_vllm_names_preferring_the_new_one() -> None:
     assert queries()["kv_cache_usage"] == (
-        "avg by (namespace, service) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)"
+        "avg by (namespace, service) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc or sglang:token_usage)"
     )
 
 
@@ -180,7 +197,8 @@ def test_queries_follow_the_window_quantile_and_label_names() -> None:
 def test_gpu_query_joins_dcgm_to_engine_pods() -> None:
     assert queries()["gpu_utilization_percent"] == (
         'avg by (namespace, service) (DCGM_FI_DEV_GPU_UTIL{pod!=""} * on (namespace, pod) group_left (service) '
-        "group by (namespace, pod, service) (vllm:num_requests_running or tgi_queue_size))"
+        "group by (namespace, pod, service) (vllm:num_requests_running or tgi_batch_current_size "
+        "or sglang:num_running_reqs or llamacpp:requests_processing))"
     )
 
 
@@ -196,7 +214,8 @@ def test_freshness_takes_the_samples_own_timestamps_per_source() -> None:
 
     # timestamp() of anything but a plain selector is the evaluation time, not the sample's.
     assert (
-        "min by (namespace, service) (timestamp(vllm:num_requests_waiting) or timestamp(tgi_queue_size))" in freshness
+        "min by (namespace, service) (timestamp(vllm:num_requests_waiting) or timestamp(tgi_queue_size) "
+        "or timestamp(sglang:num_queue_reqs) or timestamp(llamacpp:requests_deferred))" in freshness
     )
     assert "timestamp(vllm:num_requests_waiting or" not in freshness
     assert 'timestamp(DCGM_FI_DEV_GPU_UTIL{pod!=""}) * on (namespace, pod) group_left (service)' in freshness
@@ -252,6 +271,24 @@ def test_tgi_ttft_is_marked_derived_and_its_missing_kv_cache_is_missing() -> Non
     assert tgi.ttft_derived is True
     assert tgi.kv_cache_usage is None
     assert Signal.KV_CACHE_USAGE in tgi.missing
+
+
+def test_sglang_ttft_is_measured_and_llamacpp_has_none() -> None:
+    results = {
+        "queue_depth": [sample("3", namespace="b", service="sgl"), sample("5", namespace="b", service="cpp")],
+        "running_requests": [sample("8", namespace="b", service="sgl"), sample("4", namespace="b", service="cpp")],
+        "ttft_p95_seconds": [],
+        TTFT_DERIVED: [],
+        TTFT_SGLANG: [sample("0.35", namespace="b", service="sgl")],
+        FRESHNESS: fresh("b", "sgl", sources=[Source.ENGINE]) + fresh("b", "cpp", sources=[Source.ENGINE]),
+    }
+    got = parse(results)
+    sgl, cpp = got[("b", "sgl")], got[("b", "cpp")]
+
+    assert (sgl.ttft_p95_seconds, sgl.ttft_derived) == (0.35, False)
+    assert (cpp.queue_depth, cpp.running_requests) == (5, 4)
+    assert (cpp.ttft_p95_seconds, cpp.ttft_derived) == (None, None)
+    assert Signal.TTFT_P95_SECONDS in cpp.missing
 
 
 def test_tgi_queue_and_prefill_times_come_from_the_same_signal_names() -> None:

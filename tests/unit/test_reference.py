@@ -38,7 +38,7 @@ def test_a_nested_field_row_carries_its_default_bounds_and_description() -> None
     assert (row.type, row.default, row.allowed) == ("integer", "`300`", "≥ 0; ≤ 3600")
     assert "highest recommendation" in row.description
     assert rows["spec.scaling.ttftP95Seconds"].allowed == "> 0; ≤ 600"
-    assert rows["spec.engine"].allowed == "`vllm`, `tgi`"
+    assert rows["spec.engine"].allowed == "`vllm`, `tgi`, `sglang`, `llamacpp`"
     assert rows["spec.model.id"].default == "required"
     assert rows["spec.tolerations[].effect"].type == "string"
 

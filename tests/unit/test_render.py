@@ -48,6 +48,48 @@ def test_tgi_args_and_cache() -> None:
     assert {"name": "model-cache", "mountPath": "/data"} in container["volumeMounts"]
 
 
+def test_sglang_runs_its_module_with_the_ceiling_and_metrics_on() -> None:
+    isvc = _isvc(
+        engine="sglang", maxConcurrency=24, maxModelLen=4096, gpusPerReplica=2, model={"id": "m/x", "revision": "r1"}
+    )
+    container = _container(render.deployment(isvc, replicas=1))
+    assert container["image"] == DEFAULT_IMAGES[Engine.SGLANG]
+    assert container["command"] == ["python3", "-m", "sglang.launch_server"]
+    assert container["args"] == [
+        "--model-path", "m/x", "--revision", "r1", "--host", "0.0.0.0", "--port", "8000",
+        "--max-running-requests", "24", "--context-length", "4096", "--enable-metrics",
+        "--tensor-parallel-size", "2",
+    ]  # fmt: skip
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+
+
+def test_llamacpp_pins_slots_and_runs_on_cpus_without_a_gpu_request() -> None:
+    isvc = _isvc(engine="llamacpp", gpusPerReplica=0, maxConcurrency=4, maxModelLen=4096,
+                 model={"id": "bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"})  # fmt: skip
+    deployment = render.deployment(isvc, replicas=1)
+    container = _container(deployment)
+    assert container["image"] == DEFAULT_IMAGES[Engine.LLAMACPP]
+    assert "command" not in container  # the image's entrypoint is llama-server
+    assert container["args"] == [
+        "--hf-repo", "bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M", "--host", "0.0.0.0", "--port", "8000",
+        "--parallel", "4", "--ctx-size", "16384", "--cont-batching", "--metrics",
+    ]  # fmt: skip
+    assert container["resources"] == {}
+    assert "nvidia.com/gpu" not in str(deployment)
+    assert {"name": "LLAMA_CACHE", "value": "/root/.cache/llama.cpp"} in container["env"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+
+
+def test_llamacpp_on_a_gpu_offloads_every_layer_and_takes_a_local_gguf_by_path() -> None:
+    isvc = _isvc(engine="llamacpp", model={"id": "/models/llama-3.1-8b-q4_k_m.gguf"})
+    container = _container(render.deployment(isvc, replicas=1))
+    assert container["args"][:2] == ["--model", "/models/llama-3.1-8b-q4_k_m.gguf"]
+    assert container["args"][-2:] == ["--n-gpu-layers", "999"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+
+
 def test_gpu_requests_probes_ports_and_shm() -> None:
     deployment = render.deployment(_isvc(coldStartSeconds=120, sharedMemory="16Gi"), replicas=3)
     container = _container(deployment)
