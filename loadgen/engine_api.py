@@ -1,7 +1,10 @@
-"""Request parsing and response bodies of the vLLM and TGI HTTP APIs, as pure functions.
+"""Request parsing and response bodies of the vLLM, TGI, SGLang and llama.cpp HTTP APIs, as pure functions.
 
-The shapes follow vLLM's OpenAI-compatible server (``vllm/entrypoints/openai``) and TGI's router
-(``router/src/server.rs``, ``router/src/lib.rs``). Only what a load generator or a dashboard looks at is
+The shapes follow vLLM's OpenAI-compatible server (``vllm/entrypoints/openai``), TGI's router
+(``router/src/server.rs``, ``router/src/lib.rs``), SGLang's OpenAI server
+(``python/sglang/srt/entrypoints/openai/protocol.py`` and ``serving_*.py``) and llama.cpp's
+``llama-server`` (``tools/server/server.cpp``, ``server-common.cpp``; its own ``/completion`` and the
+OpenAI-compatible routes, in ``loadgen.engine_api_llamacpp``). Only what a load generator or a dashboard looks at is
 filled in. Sampling parameters are validated as vLLM validates them (``SamplingParams._verify_args`` in
 ``vllm/sampling_params.py``) and otherwise ignored: the text is deterministic (``loadgen.tokens``). In vLLM
 mode ``n`` yields n choices and ``stop`` strings end generation where the deterministic text first contains
@@ -43,6 +46,8 @@ __all__ = [
 
 TGI_VERSION = "3.0.0"
 VLLM_VERSION = "0.11.0"
+SGLANG_VERSION = "0.5.4"
+LLAMACPP_BUILD = "b7100"
 
 
 class Engine(enum.StrEnum):
@@ -50,6 +55,13 @@ class Engine(enum.StrEnum):
 
     VLLM = "vllm"
     TGI = "tgi"
+    SGLANG = "sglang"
+    LLAMACPP = "llamacpp"
+
+
+# Engines whose OpenAI routes validate `n`, `stop` and the sampling parameters as vLLM does (SGLang's
+# SamplingParams.verify in sampling/sampling_params.py checks temperature, top_p and n the same way).
+OPENAI_SAMPLING = frozenset({Engine.VLLM, Engine.SGLANG})
 
 
 class Endpoint(enum.StrEnum):
@@ -58,6 +70,7 @@ class Endpoint(enum.StrEnum):
     COMPLETIONS = "completions"  # /v1/completions
     CHAT = "chat"  # /v1/chat/completions
     GENERATE = "generate"  # TGI /generate and /generate_stream
+    COMPLETION = "completion"  # llama.cpp's own /completion
 
 
 class ApiError(Exception):
@@ -103,6 +116,30 @@ def tgi_error(status: int, message: str, error_type: str = "validation") -> ApiE
     return ApiError(status, {"error": message, "error_type": error_type}, error_kind=error_type)
 
 
+def sglang_error(status: int, message: str, err_type: str = "BadRequestError") -> ApiError:
+    """SGLang's ``ErrorResponse`` (``create_error_response`` in ``entrypoints/openai/serving_base.py``)."""
+    body = {"object": "error", "message": message, "type": err_type, "param": None, "code": status}
+    return ApiError(status, body)
+
+
+def llamacpp_error(status: int, message: str, err_type: str = "invalid_request_error") -> ApiError:
+    """llama-server's ``format_error_response``: ``{"error": {"code", "message", "type"}}``."""
+    return ApiError(status, {"error": {"code": status, "message": message, "type": err_type}}, error_kind=err_type)
+
+
+def engine_error(engine: Engine, status: int, message: str) -> ApiError:
+    """An error in ``engine``'s own body shape, with its own default type for ``status``."""
+    if engine is Engine.VLLM:
+        kind = {404: "NotFoundError", 503: "ServiceUnavailableError"}.get(status, "BadRequestError")
+        return vllm_error(status, message, kind)
+    if engine is Engine.SGLANG:
+        return sglang_error(status, message, "ServiceUnavailableError" if status == 503 else "BadRequestError")
+    if engine is Engine.LLAMACPP:
+        kind = {404: "not_found_error", 503: "unavailable_error"}.get(status, "invalid_request_error")
+        return llamacpp_error(status, message, kind)
+    return tgi_error(status, message, "unhealthy" if status == 503 else "validation")
+
+
 def tgi_overloaded() -> ApiError:
     """TGI's answer when ``--max-concurrent-requests`` requests are already in flight."""
     return tgi_error(429, "Model is overloaded", "overloaded")
@@ -145,11 +182,56 @@ def tgi_rejection(rejection: Rejection) -> ApiError:
     return tgi_error(422, f"Input validation error: {text}")
 
 
+def sglang_rejection(rejection: Rejection) -> ApiError:
+    """SGLang's 400 for a request its tokenizer manager refuses (``_validate_one_request``)."""
+    n, m, limit = rejection.prompt_tokens, rejection.max_tokens, rejection.max_model_len
+    if rejection.reason is RejectReason.PROMPT_TOO_LONG:
+        text = f"The input ({n} tokens) is longer than the model's context length ({limit} tokens)."
+    elif rejection.reason is RejectReason.TOTAL_TOO_LONG:
+        text = (
+            f"Requested token count exceeds the model's maximum context length of {limit} tokens. You requested "
+            f"a total of {n + m} tokens: {n} tokens from the input messages and {m} tokens for the completion. "
+            "Please reduce the number of tokens in the input messages or the completion to fit within the limit."
+        )
+    elif rejection.reason is RejectReason.EMPTY_PROMPT:
+        text = "The input is empty."
+    else:
+        text = f"max_new_tokens must be at least 0, got {m}."
+    return sglang_error(400, text)
+
+
+def llamacpp_rejection(rejection: Rejection) -> ApiError:
+    """llama-server's 400 for a prompt that does not fit the slot's context (``exceed_context_size_error``)."""
+    if rejection.reason is RejectReason.EMPTY_PROMPT:
+        return llamacpp_error(400, "Input prompt is empty")
+    body = {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": rejection.prompt_tokens,
+            "n_ctx": rejection.max_model_len,
+        }
+    }
+    return ApiError(400, body, error_kind="exceed_context_size_error")
+
+
+def rejection_error(engine: Engine, rejection: Rejection) -> ApiError:
+    """The engine's own answer to a request its validation refuses."""
+    if engine is Engine.VLLM:
+        return vllm_rejection(rejection)
+    if engine is Engine.SGLANG:
+        return sglang_rejection(rejection)
+    if engine is Engine.LLAMACPP:
+        return llamacpp_rejection(rejection)
+    return tgi_rejection(rejection)
+
+
 # --- parsing ---------------------------------------------------------------------------------------
 
 
 def _bad(engine: Engine, message: str) -> ApiError:
-    return vllm_error(400, message) if engine is Engine.VLLM else tgi_error(422, message)
+    return engine_error(engine, 422 if engine is Engine.TGI else 400, message)
 
 
 def _int_field(engine: Engine, body: Mapping[str, Any], *names: str) -> int | None:
@@ -246,20 +328,58 @@ def parse_request(
         tokens = chat_prompt(messages)
         max_tokens_opt = _int_field(engine, body, "max_completion_tokens", "max_tokens")
         max_tokens = max_tokens_opt if max_tokens_opt is not None else max_model_len - len(tokens)
-        n, stop = _vllm_sampling(body) if engine is Engine.VLLM else (1, ())
+        if engine is Engine.LLAMACPP:
+            max_tokens = _llamacpp_budget(max_tokens_opt, len(tokens), max_model_len)
+        n, stop = _sampling(engine, body)
         return GenerationRequest(
             endpoint, len(tokens), max_tokens, stream, include_usage, False, model_name, n, stop, tokens
         )
 
+    if endpoint is Endpoint.COMPLETION:
+        prompt = _prompt(engine, body.get("prompt"))
+        n_predict = _int_field(engine, body, "n_predict")
+        n, stop = _sampling(engine, body)
+        max_tokens = _llamacpp_budget(n_predict, len(prompt), max_model_len)
+        return GenerationRequest(endpoint, len(prompt), max_tokens, stream, False, False, model_name, n, stop, prompt)
+
     prompt = _prompt(engine, body.get("prompt"))
     max_tokens_opt = _int_field(engine, body, "max_tokens")
-    if max_tokens_opt is None:
-        # vLLM's CompletionRequest defaults max_tokens to 16; TGI's /v1/completions to 100.
-        max_tokens_opt = 16 if engine is Engine.VLLM else 100
-    n, stop = _vllm_sampling(body) if engine is Engine.VLLM else (1, ())
+    n, stop = _sampling(engine, body)
+    if engine is Engine.LLAMACPP:
+        max_tokens_opt = _llamacpp_budget(max_tokens_opt, len(prompt), max_model_len)
+    elif max_tokens_opt is None:
+        # vLLM's and SGLang's CompletionRequest default max_tokens to 16; TGI's /v1/completions to 100.
+        max_tokens_opt = 100 if engine is Engine.TGI else 16
     return GenerationRequest(
         endpoint, len(prompt), max_tokens_opt, stream, include_usage, False, model_name, n, stop, prompt
     )
+
+
+def _sampling(engine: Engine, body: Mapping[str, Any]) -> tuple[int, tuple[str, ...]]:
+    """``n`` and ``stop`` as the engine reads them (TGI's OpenAI routes take neither here)."""
+    if engine in OPENAI_SAMPLING:
+        try:
+            return _vllm_sampling(body)
+        except ApiError as err:
+            if engine is Engine.VLLM:
+                raise
+            raise sglang_error(400, err.body["error"]["message"]) from None
+    if engine is Engine.LLAMACPP:
+        n = _int_field(engine, body, "n")
+        if n is not None and n != 1:
+            raise llamacpp_error(400, "Only one completion choice is allowed")
+        stop = body.get("stop")
+        stops = (stop,) if isinstance(stop, str) else tuple(s for s in stop or () if isinstance(s, str))
+        return 1, tuple(s for s in stops if s)
+    return 1, ()
+
+
+def _llamacpp_budget(n_predict: int | None, prompt_tokens: int, slot_ctx: int) -> int:
+    """Tokens a llama.cpp slot generates: ``n_predict`` (-1 or unset: no limit), but never past the end of the
+    slot's context, where the server stops the generation (``n_ctx`` reached, ``stop_type`` limit) rather than
+    refusing the request; a prompt that alone overflows is refused by validation."""
+    room = max(1, slot_ctx - prompt_tokens)
+    return room if n_predict is None or n_predict < 0 else min(n_predict, room)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +432,7 @@ def usage(prompt_tokens: int, completion_tokens: int, engine: Engine) -> dict[st
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
     }
-    if engine is Engine.VLLM:
+    if engine in OPENAI_SAMPLING:
         body["prompt_tokens_details"] = None
     return body
 
@@ -334,6 +454,15 @@ class ResponseContext:
     @property
     def fingerprint(self) -> str:
         return f"{TGI_VERSION}-native"
+
+    def openai_id(self, prefix: str) -> str:
+        """The response id: vLLM's ``cmpl-``/``chatcmpl-`` + request id; SGLang's bare request id (a uuid hex)."""
+        return self.request_id if self.engine is Engine.SGLANG else f"{prefix}-{self.request_id}"
+
+    @property
+    def stop_key(self) -> str:
+        """Where a choice says which stop string ended it: vLLM's ``stop_reason``, SGLang's ``matched_stop``."""
+        return "matched_stop" if self.engine is Engine.SGLANG else "stop_reason"
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,9 +491,9 @@ def completion_chunk(
     finish reason and the usage in that last chunk (``CompletionFinal`` in ``completions`` of
     ``router/src/server.rs``).
     """
-    if ctx.engine is Engine.VLLM:
-        return {
-            "id": f"cmpl-{ctx.request_id}",
+    if ctx.engine in OPENAI_SAMPLING:
+        body: dict[str, Any] = {
+            "id": ctx.openai_id("cmpl"),
             "object": "text_completion",
             "created": ctx.created,
             "model": ctx.model,
@@ -374,10 +503,13 @@ def completion_chunk(
                     "text": text,
                     "logprobs": None,
                     "finish_reason": finish_reason,
-                    "stop_reason": stop_reason,
+                    ctx.stop_key: stop_reason,
                 }
             ],
         }
+        if ctx.engine is Engine.SGLANG:
+            body["usage"] = None
+        return body
     choices = [{"index": choice, "text": text, "logprobs": None, "finish_reason": finish_reason or ""}]
     if finish_reason is None:
         return {
@@ -417,6 +549,16 @@ def chat_chunk(
         if ctx.engine is Engine.TGI:
             delta = {"role": "assistant", **delta}
     body: dict[str, Any] = {"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    if ctx.engine is Engine.SGLANG:
+        body[ctx.stop_key] = stop_reason
+        return {
+            "id": ctx.openai_id("chatcmpl"),
+            "object": "chat.completion.chunk",
+            "created": ctx.created,
+            "model": ctx.model,
+            "choices": [body],
+            "usage": None,
+        }
     if ctx.engine is Engine.VLLM:
         if finish_reason is not None:
             body["stop_reason"] = stop_reason  # vLLM dumps chat chunks with exclude_unset: only the last has it
@@ -443,7 +585,7 @@ def usage_chunk(ctx: ResponseContext, endpoint: Endpoint, prompt: int, completio
     obj = "chat.completion.chunk" if endpoint is Endpoint.CHAT else "text_completion"
     prefix = "chatcmpl" if endpoint is Endpoint.CHAT else "cmpl"
     body: dict[str, Any] = {
-        "id": f"{prefix}-{ctx.request_id}" if ctx.engine is Engine.VLLM else "",
+        "id": ctx.openai_id(prefix) if ctx.engine in OPENAI_SAMPLING else "",
         "object": obj,
         "created": ctx.created,
         "model": ctx.model,
@@ -460,6 +602,7 @@ def completion_response(
 ) -> dict[str, Any]:
     """The non-streamed body of ``/v1/completions`` or ``/v1/chat/completions``."""
     vllm = ctx.engine is Engine.VLLM
+    openai = ctx.engine in OPENAI_SAMPLING
     bodies: list[dict[str, Any]] = []
     for index, result in enumerate(choices):
         body: dict[str, Any]
@@ -467,24 +610,26 @@ def completion_response(
             message: dict[str, Any] = {"role": "assistant", "content": result.text}
             if vllm:
                 message["tool_calls"] = []
+            elif openai:
+                message.update(reasoning_content=None, tool_calls=None)
             body = {"index": index, "message": message, "logprobs": None, "finish_reason": result.finish_reason}
         else:
             body = {"index": index, "text": result.text, "logprobs": None, "finish_reason": result.finish_reason}
-        if vllm:
-            body["stop_reason"] = result.stop_reason
-            if endpoint is not Endpoint.CHAT:
+        if openai:
+            body[ctx.stop_key] = result.stop_reason
+            if vllm and endpoint is not Endpoint.CHAT:
                 body["prompt_logprobs"] = None
         bodies.append(body)
     chat = endpoint is Endpoint.CHAT
     response: dict[str, Any] = {
-        "id": f"{'chatcmpl' if chat else 'cmpl'}-{ctx.request_id}" if vllm else "",
+        "id": ctx.openai_id("chatcmpl" if chat else "cmpl") if openai else "",
         "object": "chat.completion" if chat else "text_completion",
         "created": ctx.created,
         "model": ctx.model,
         "choices": bodies,
         "usage": usage(prompt, sum(c.tokens for c in choices), ctx.engine),
     }
-    if not vllm:
+    if not openai:
         response["system_fingerprint"] = ctx.fingerprint
     return response
 
@@ -551,6 +696,33 @@ def vllm_models(model: str, max_model_len: int, created: int) -> dict[str, Any]:
                 "permission": [],
             }
         ],
+    }
+
+
+def sglang_models(model: str, max_model_len: int, created: int) -> dict[str, Any]:
+    """SGLang's ``/v1/models`` (``ModelCard`` in ``entrypoints/openai/protocol.py``)."""
+    card = {
+        "id": model,
+        "object": "model",
+        "created": created,
+        "owned_by": "sglang",
+        "root": model,
+        "parent": None,
+        "max_model_len": max_model_len,
+    }
+    return {"object": "list", "data": [card]}
+
+
+def sglang_model_info(model: str) -> dict[str, Any]:
+    """SGLang's ``/get_model_info`` (``http_server.py``)."""
+    return {
+        "model_path": model,
+        "tokenizer_path": model,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
     }
 
 

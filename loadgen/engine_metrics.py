@@ -1,4 +1,6 @@
-"""The simulated engine's Prometheus metrics, named, typed, labelled and bucketed as vLLM and TGI do.
+"""The simulated engine's Prometheus metrics, named, typed, labelled and bucketed as each engine does.
+
+SGLang (``SglangMetrics``) and llama.cpp (``LlamacppMetrics``) are described at their classes.
 
 vLLM (``VllmMetrics``) follows ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``) and, like vLLM,
 renders through ``prometheus_client`` (so counters gain ``_total`` and series carry ``model_name`` and
@@ -41,7 +43,9 @@ from loadgen.engine_model import EngineSnapshot, FinishReason, Step
 __all__ = [
     "VLLM_METRICS_VERSIONS",
     "EngineMetrics",
+    "LlamacppMetrics",
     "RequestTimeline",
+    "SglangMetrics",
     "TgiMetrics",
     "VllmMetrics",
     "tgi_duration_buckets",
@@ -124,7 +128,26 @@ def vllm_1_2_5_buckets(max_value: int) -> list[int]:
         exponent += 1
 
 
-class VllmMetrics:
+class _Quiet:
+    """No-op defaults for the EngineMetrics events an engine's metrics do not count."""
+
+    def request_received(self) -> None:
+        return None
+
+    def request_accepted(self, timeline: RequestTimeline) -> None:
+        return None
+
+    def request_rejected(self, error_kind: str) -> None:
+        return None
+
+    def step(self, step: Step) -> None:
+        return None
+
+    def preempted(self, timeline: RequestTimeline) -> None:
+        return None
+
+
+class VllmMetrics(_Quiet):
     """vLLM V1's ``/metrics`` for one engine (``engine="0"``) serving ``model_name``."""
 
     def __init__(
@@ -268,15 +291,6 @@ class VllmMetrics:
             registry=reg,
         )
         info.labels(str(block_size), "auto", str(prefix_caching), str(num_gpu_blocks), "0").set(1)
-
-    def request_received(self) -> None:
-        return None
-
-    def request_accepted(self, timeline: RequestTimeline) -> None:
-        return None
-
-    def request_rejected(self, error_kind: str) -> None:
-        return None
 
     def step(self, step: Step) -> None:
         tokens = step.prefill_tokens + step.sampled
@@ -548,3 +562,229 @@ class TgiMetrics:
                 if f[name].kind is kind:
                     f[name].render(out)
         return "\n".join(out).encode(), self.CONTENT_TYPE
+
+
+# --- SGLang --------------------------------------------------------------------------------------------
+
+# python/sglang/srt/metrics/collector.py (TokenizerMetricsCollector and SchedulerMetricsCollector defaults),
+# read at main commit 00ae9c1; the same names and buckets back to the 0.4 series.
+SGLANG_TTFT_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
+SGLANG_E2E_BUCKETS = [
+    0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400,
+]  # fmt: skip
+SGLANG_ITL_BUCKETS = [
+    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100, 0.200,
+    0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000,
+]  # fmt: skip
+SGLANG_QUEUE_TIME_BUCKETS = [
+    0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600,
+    700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000,
+]  # fmt: skip
+
+
+class SglangMetrics(_Quiet):
+    """SGLang's ``/metrics`` (``--enable-metrics``) for one unified (not disaggregated) server, TP rank 0.
+
+    Two collectors write it, as in SGLang: the scheduler's gauges and queue-time histogram carry
+    ``model_name``, ``engine_type``, ``tp_rank``, ``pp_rank`` and ``moe_ep_rank``; the tokenizer manager's
+    request counters and latency histograms carry ``model_name``. Token and request counters move when a
+    request finishes (``observe_one_finished_request``); the queue time is observed when a request is
+    scheduled. Real SGLang shows a labelled series only once it is first updated; the simulator shows every
+    series from the start, at zero.
+    """
+
+    def __init__(self, *, model_name: str, max_total_num_tokens: int, block_size: int) -> None:
+        self.block_size = block_size
+        self.registry = CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        sched = {"model_name": model_name, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+        tok = {"model_name": model_name}
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, list(sched), registry=reg).labels(**sched)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, list(tok), registry=reg).labels(**tok)
+
+        def histogram(name: str, doc: str, buckets: Sequence[float], labels: dict[str, str]) -> Histogram:
+            return Histogram(name, doc, list(labels), buckets=buckets, registry=reg).labels(**labels)
+
+        self.num_running_reqs = gauge("sglang:num_running_reqs", "The number of running requests.")
+        self.num_used_tokens = gauge("sglang:num_used_tokens", "The number of used tokens.")
+        self.token_usage = gauge("sglang:token_usage", "The token usage.")
+        self.gen_throughput = gauge("sglang:gen_throughput", "The generation throughput (token/s).")
+        self.num_queue_reqs = gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
+        self.cache_hit_rate = gauge("sglang:cache_hit_rate", "The prefix cache hit rate.")
+        self.max_total_num_tokens = gauge(
+            "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."
+        )
+        self.max_total_num_tokens.set(max_total_num_tokens)
+        self.queue_time = histogram(
+            "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", SGLANG_QUEUE_TIME_BUCKETS, sched
+        )
+        self.prompt_tokens = counter("sglang:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = counter("sglang:generation_tokens", "Number of generation tokens processed.")
+        self.cached_tokens = counter("sglang:cached_tokens", "Number of cached prompt tokens.")
+        self.num_requests = counter("sglang:num_requests", "Number of requests processed.")
+        self.num_aborted = counter("sglang:num_aborted_requests", "Number of requests aborted.")
+        self.ttft = histogram(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            SGLANG_TTFT_BUCKETS,
+            tok,
+        )
+        self.itl = histogram(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            SGLANG_ITL_BUCKETS,
+            tok,
+        )
+        self.e2e = histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency in seconds",
+            SGLANG_E2E_BUCKETS,
+            tok,
+        )
+        self._prompt_seen = 0
+        self._cached_seen = 0
+        self._generated = 0
+        self._generated_at = 0.0
+
+    def first_token(self, timeline: RequestTimeline) -> None:
+        assert timeline.first_token is not None
+        self.ttft.observe(timeline.first_token - timeline.arrival)
+        scheduled = timeline.scheduled if timeline.scheduled is not None else timeline.first_token
+        self.queue_time.observe(scheduled - timeline.arrival)
+        self._prompt_seen += timeline.prompt_tokens
+        self._cached_seen += timeline.cached_tokens
+
+    def token(self, timeline: RequestTimeline, gap_s: float | None) -> None:
+        self._generated += 1
+        if gap_s is not None:
+            self.itl.observe(gap_s)
+
+    def finished(self, timeline: RequestTimeline) -> None:
+        assert timeline.finished is not None
+        if timeline.finish_reason is FinishReason.ABORT:
+            self.num_aborted.inc()
+            return
+        self.prompt_tokens.inc(timeline.prompt_tokens)
+        self.generation_tokens.inc(timeline.generated)
+        if timeline.cached_tokens > 0:
+            self.cached_tokens.inc(timeline.cached_tokens)
+        self.num_requests.inc()
+        self.e2e.observe(timeline.finished - timeline.arrival)
+
+    def render(self, snapshot: EngineSnapshot) -> tuple[bytes, str]:
+        self.num_running_reqs.set(snapshot.running)
+        self.num_queue_reqs.set(snapshot.waiting)
+        self.token_usage.set(round(snapshot.kv_usage, 2))  # the scheduler logs it rounded to 2 places
+        self.num_used_tokens.set(snapshot.kv_used_blocks * self.block_size)
+        self.cache_hit_rate.set(self._cached_seen / self._prompt_seen if self._prompt_seen else 0.0)
+        elapsed = snapshot.t - self._generated_at
+        if elapsed > 0:
+            self.gen_throughput.set(self._generated / elapsed)
+            self._generated, self._generated_at = 0, snapshot.t
+        return prometheus_client.generate_latest(self.registry), prometheus_client.CONTENT_TYPE_LATEST
+
+
+# --- llama.cpp -----------------------------------------------------------------------------------------
+
+
+def _cpp_number(value: float) -> str:
+    """A value as llama-server writes it: a double through a C++ ostream (6 significant digits, ``%g``)."""
+    return f"{value:g}"
+
+
+class LlamacppMetrics(_Quiet):
+    """llama-server's ``/metrics`` (``--metrics``), from ``tools/server/server.cpp`` at a late-2025 master.
+
+    Plain text, no labels, no histograms: seven counters and four gauges, each line written as
+    ``llamacpp:<name> <value>`` with ``# HELP``/``# TYPE`` before it, counters first. The throughput gauges
+    cover the time since the previous scrape (the server resets its per-interval bucket when it answers).
+    ``n_busy_slots_per_decode`` is declared a counter, as the server declares it, though it is a mean.
+    """
+
+    CONTENT_TYPE = "text/plain; version=0.0.4"
+
+    def __init__(self) -> None:
+        self.prompt_tokens_total = 0
+        self.prompt_ms_total = 0.0
+        self.predicted_total = 0
+        self.predicted_ms_total = 0.0
+        self.decode_total = 0
+        self.busy_slots_total = 0
+        self.tokens_max = 0
+        # Since the last scrape.
+        self._prompt_tokens = 0
+        self._prompt_ms = 0.0
+        self._predicted = 0
+        self._predicted_ms = 0.0
+
+    def step(self, step: Step) -> None:
+        # One llama_decode() per step; every slot in the batch is busy for it.
+        self.decode_total += step.count
+        self.busy_slots_total += (step.decode_seqs + step.prefill_seqs) * step.count
+
+    def first_token(self, timeline: RequestTimeline) -> None:
+        assert timeline.first_token is not None
+        scheduled = timeline.scheduled if timeline.scheduled is not None else timeline.first_token
+        # The slot evaluates the prompt tokens not already in its cache.
+        evaluated = timeline.prompt_tokens - timeline.cached_tokens
+        ms = (timeline.first_token - scheduled) * 1e3
+        self.prompt_tokens_total += evaluated
+        self.prompt_ms_total += ms
+        self._prompt_tokens += evaluated
+        self._prompt_ms += ms
+
+    def token(self, timeline: RequestTimeline, gap_s: float | None) -> None:
+        self.predicted_total += 1
+        self._predicted += 1
+        self.tokens_max = max(self.tokens_max, timeline.prompt_tokens + timeline.generated)
+
+    def finished(self, timeline: RequestTimeline) -> None:
+        if timeline.first_token is None or timeline.last_token is None:
+            return
+        ms = (timeline.last_token - timeline.first_token) * 1e3
+        self.predicted_ms_total += ms
+        self._predicted_ms += ms
+
+    def render(self, snapshot: EngineSnapshot) -> tuple[bytes, str]:
+        counters = [
+            ("prompt_tokens_total", "Number of prompt tokens processed.", self.prompt_tokens_total),
+            # The server truncates milliseconds to an integer before dividing by 1e3.
+            ("prompt_seconds_total", "Prompt process time", int(self.prompt_ms_total) / 1e3),
+            ("tokens_predicted_total", "Number of generation tokens processed.", self.predicted_total),
+            ("tokens_predicted_seconds_total", "Predict process time", int(self.predicted_ms_total) / 1e3),
+            ("n_decode_total", "Total number of llama_decode() calls", self.decode_total),
+            ("n_tokens_max", "Largest observed n_tokens.", self.tokens_max),
+            (
+                "n_busy_slots_per_decode",
+                "Average number of busy slots per llama_decode() call",
+                self.busy_slots_total / max(self.decode_total, 1),
+            ),
+        ]
+        gauges = [
+            (
+                "prompt_tokens_seconds",
+                "Average prompt throughput in tokens/s.",
+                1e3 / self._prompt_ms * self._prompt_tokens if self._prompt_tokens and self._prompt_ms else 0.0,
+            ),
+            (
+                "predicted_tokens_seconds",
+                "Average generation throughput in tokens/s.",
+                1e3 / self._predicted_ms * self._predicted if self._predicted and self._predicted_ms else 0.0,
+            ),
+            ("requests_processing", "Number of requests processing.", snapshot.running),
+            ("requests_deferred", "Number of requests deferred.", snapshot.waiting),
+        ]
+        self._prompt_tokens, self._prompt_ms, self._predicted, self._predicted_ms = 0, 0.0, 0, 0.0
+        lines = []
+        for kind, metrics in (("counter", counters), ("gauge", gauges)):
+            for name, doc, value in metrics:
+                lines += [
+                    f"# HELP llamacpp:{name} {doc}",
+                    f"# TYPE llamacpp:{name} {kind}",
+                    f"llamacpp:{name} {_cpp_number(float(value))}",
+                ]
+        return ("\n".join(lines) + "\n").encode(), self.CONTENT_TYPE

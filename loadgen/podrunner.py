@@ -64,7 +64,7 @@ log = logging.getLogger("loadgen.podrunner")
 
 SERVICE_LABEL = "inferscale.io/service"
 ENGINE_LABEL = "app.kubernetes.io/name"
-ENGINES = ("vllm", "tgi")
+ENGINES = ("vllm", "tgi", "sglang", "llamacpp")
 CONTAINER = "engine"
 DEFAULT_GRACE_SECONDS = 30  # Kubernetes' default terminationGracePeriodSeconds
 # Headers that belong to one connection, not to the request (RFC 9110 section 7.6.1), plus the ones the

@@ -1,4 +1,4 @@
-"""simengine: an HTTP server that looks like vLLM or TGI to clients and to Prometheus.
+"""simengine: an HTTP server that looks like vLLM, TGI, SGLang or llama.cpp to clients and to Prometheus.
 
 Run it as::
 
@@ -14,6 +14,10 @@ Differences from the real servers, on purpose:
   words; one whitespace-separated word of prompt counts as one token (see ``loadgen.tokens``). In vLLM mode
   a ``stop`` string ends generation where that fixed text first contains it (``finish_reason: "stop"``), and
   the ``n`` choices are n sequences in the engine with the same text.
+* SGLang and llama.cpp modes speak those servers' APIs and ``/metrics`` over the same batching model: SGLang's
+  RadixAttention is modelled by the same block-level prefix cache as vLLM's, and llama.cpp's slots as
+  ``--parallel`` sequences sharing one KV pool of ``--ctx-size`` tokens (the real server gives each slot a
+  fixed ``ctx-size / parallel`` share and keeps only that slot's last prompt cached).
 * On SIGTERM it stops listening, answers 503 to new requests on open connections, lets the requests in
   flight finish (up to ``--drain-timeout``), then exits, as vLLM or TGI do behind a preStop hook.
 """
@@ -36,6 +40,7 @@ from typing import Any
 
 from aiohttp import web
 
+from loadgen import engine_api_llamacpp as llamacpp
 from loadgen.engine_api import (
     VLLM_VERSION,
     ApiError,
@@ -48,24 +53,34 @@ from loadgen.engine_api import (
     chat_chunk,
     completion_chunk,
     completion_response,
+    engine_error,
     find_stop,
     generated_text,
     parse_request,
+    rejection_error,
+    sglang_model_info,
+    sglang_models,
     sse,
     tgi_error,
     tgi_generate_response,
     tgi_info,
     tgi_models,
     tgi_overloaded,
-    tgi_rejection,
     tgi_stream_token,
     usage,
     usage_chunk,
     vllm_error,
     vllm_models,
-    vllm_rejection,
 )
-from loadgen.engine_metrics import VLLM_METRICS_VERSIONS, EngineMetrics, TgiMetrics, VllmMetrics
+from loadgen.engine_metrics import (
+    VLLM_METRICS_VERSIONS,
+    EngineMetrics,
+    LlamacppMetrics,
+    RequestTimeline,
+    SglangMetrics,
+    TgiMetrics,
+    VllmMetrics,
+)
 from loadgen.engine_model import BatchingMode, RequestRejected
 from loadgen.engine_runtime import EngineRuntime, TrackedRequest
 from loadgen.profiles import PROFILES, EngineProfile, get_profile
@@ -115,6 +130,14 @@ class SimEngineServer:
                 version=config.vllm_metrics_version,
                 prefix_caching=config.prefix_caching,
             )
+        elif config.engine is Engine.SGLANG:
+            metrics = SglangMetrics(
+                model_name=config.model_name,
+                max_total_num_tokens=profile.kv_capacity_tokens,
+                block_size=profile.block_size,
+            )
+        elif config.engine is Engine.LLAMACPP:
+            metrics = LlamacppMetrics()
         else:
             metrics = TgiMetrics(
                 max_input_tokens=profile.max_model_len - 1,
@@ -193,8 +216,17 @@ class SimEngineServer:
             web.post("/v1/completions", self._completions),
             web.post("/v1/chat/completions", self._chat),
         ]
-        if self.config.engine is Engine.VLLM:
+        engine = self.config.engine
+        if engine is Engine.VLLM:
             routes += [web.get("/v1/models", self._vllm_models), web.get("/version", self._vllm_version)]
+        elif engine is Engine.SGLANG:
+            routes += [web.get("/v1/models", self._sglang_models), web.get("/get_model_info", self._sglang_info)]
+        elif engine is Engine.LLAMACPP:
+            routes += [
+                web.get("/v1/models", self._llamacpp_models),
+                web.post("/completion", self._completion),
+                web.post("/completions", self._completion),
+            ]
         else:
             routes += [
                 web.get("/info", self._tgi_info),
@@ -210,12 +242,14 @@ class SimEngineServer:
         return _json(err.body, err.status)
 
     def _unavailable(self, message: str) -> web.Response:
-        if self.config.engine is Engine.VLLM:
-            return self._error(vllm_error(503, message, "ServiceUnavailableError"))
-        return self._error(tgi_error(503, message, "unhealthy"))
+        return self._error(engine_error(self.config.engine, 503, message))
 
     @web.middleware
     async def _gate(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        if self.config.engine is Engine.LLAMACPP and not self.ready:
+            # llama-server listens at once and answers 503 "Loading model" until the model is in memory.
+            status, body = llamacpp.loading()
+            return _json(body, status)
         try:
             response: web.StreamResponse = await handler(request)
         except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as missing:
@@ -227,13 +261,17 @@ class SimEngineServer:
         ``{"detail": "Not Found"}`` (or ``"Method Not Allowed"``) as JSON; TGI's axum router has no fallback
         route (``router/src/server.rs``), and axum's default is the bare status with an empty body."""
         headers = {"Allow": missing.headers["Allow"]} if "Allow" in missing.headers else {}
-        if self.config.engine is Engine.VLLM:
+        if self.config.engine in (Engine.VLLM, Engine.SGLANG):  # both FastAPI
             return _json({"detail": missing.reason}, missing.status, headers)
+        if self.config.engine is Engine.LLAMACPP:  # the server's error handler
+            return _json(engine_error(Engine.LLAMACPP, 404, "File Not Found").body, 404)
         return web.Response(status=missing.status, headers=headers)
 
     async def _health(self, request: web.Request) -> web.Response:
         if self._draining:
             return self._unavailable("The server is shutting down")
+        if self.config.engine is Engine.LLAMACPP:
+            return _json(llamacpp.health_ok(), 200)
         return web.Response(status=200)
 
     async def _metrics(self, request: web.Request) -> web.Response:
@@ -246,6 +284,20 @@ class SimEngineServer:
 
     async def _vllm_version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": VLLM_VERSION})
+
+    async def _sglang_models(self, request: web.Request) -> web.Response:
+        cfg = self.config
+        return _json(sglang_models(cfg.model_name, cfg.profile.max_model_len, self._created), 200)
+
+    async def _sglang_info(self, request: web.Request) -> web.Response:
+        return _json(sglang_model_info(self.config.model_name), 200)
+
+    async def _llamacpp_models(self, request: web.Request) -> web.Response:
+        cfg = self.config
+        return _json(llamacpp.models(cfg.model_name, self._created, cfg.profile.max_model_len), 200)
+
+    async def _completion(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, Endpoint.COMPLETION)
 
     async def _tgi_info(self, request: web.Request) -> web.Response:
         cfg = self.config
@@ -281,9 +333,9 @@ class SimEngineServer:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             bad_json = (
-                vllm_error(400, "The request body is not valid JSON")
-                if cfg.engine is Engine.VLLM
-                else tgi_error(422, "Failed to parse the request body as JSON")
+                tgi_error(422, "Failed to parse the request body as JSON")
+                if cfg.engine is Engine.TGI
+                else engine_error(cfg.engine, 400, "The request body is not valid JSON")
             )
             metrics.request_rejected(bad_json.error_kind)
             return self._error(bad_json)
@@ -321,7 +373,7 @@ class SimEngineServer:
                 seqs.append(_Sequence(tracked, hit))
         except RequestRejected as rejected:
             refusal = rejected.rejection
-            answer = vllm_rejection(refusal) if cfg.engine is Engine.VLLM else tgi_rejection(refusal)
+            answer = rejection_error(cfg.engine, refusal)
             metrics.request_rejected(answer.error_kind)
             return self._error(answer)
         self._wake.set()
@@ -350,6 +402,10 @@ class SimEngineServer:
 
     def _final_response(self, req: GenerationRequest, seqs: list[_Sequence], *, compat: bool) -> web.Response:
         tl = seqs[0].tracked.timeline
+        if self.config.engine is Engine.LLAMACPP:
+            body = llamacpp.final(self._context(seqs[0].tracked), req.endpoint, tl.prompt_tokens, seqs[0].result(),
+                                  _timings(tl))  # fmt: skip
+            return _json(body, 200)
         if req.endpoint is Endpoint.GENERATE:
             payload = tgi_generate_response(
                 tl.prompt_tokens, tl.generated, details=req.details, finish_reason=seqs[0].reason
@@ -375,7 +431,9 @@ class SimEngineServer:
         await response.prepare(request)
         ctx = self._context(seqs[0].tracked)
         prompt = seqs[0].tracked.timeline.prompt_tokens
-        if req.endpoint is Endpoint.CHAT and engine is Engine.VLLM:
+        if engine is Engine.LLAMACPP:
+            return await self._llamacpp_stream(response, req, seqs[0], wakeup)
+        if req.endpoint is Endpoint.CHAT and engine in (Engine.VLLM, Engine.SGLANG):
             # vLLM opens a chat stream with one role chunk per choice (serving_chat.py).
             opener = b"".join(sse(chat_chunk(ctx, "", None, choice=i, first=True)) for i in range(len(seqs)))
             await response.write(opener)
@@ -407,6 +465,43 @@ class SimEngineServer:
             tail.append(sse("[DONE]"))
         if tail:
             await response.write(b"".join(tail))
+        await response.write_eof()
+        return response
+
+    async def _llamacpp_stream(
+        self, response: web.StreamResponse, req: GenerationRequest, seq: _Sequence, wakeup: asyncio.Event
+    ) -> web.StreamResponse:
+        """llama-server's streams: token events, then a final event of their own (the finish reason and
+        timings, ``"stop": true`` on ``/completion``), then ``data: [DONE]`` on the OpenAI routes only."""
+        ctx = self._context(seq.tracked)
+        tl = seq.tracked.timeline
+        if req.endpoint is Endpoint.CHAT:
+            await response.write(sse(llamacpp.chunk(ctx, req.endpoint, None, prompt=tl.prompt_tokens, predicted=0,
+                                                    opener=True)))  # fmt: skip
+        while True:
+            await wakeup.wait()
+            wakeup.clear()
+            chunks = []
+            while seq.sent < tl.generated:
+                seq.sent += 1
+                text = seq.piece(seq.sent)
+                chunks.append(sse(llamacpp.chunk(ctx, req.endpoint, text, prompt=tl.prompt_tokens, predicted=seq.sent)))
+            if chunks:
+                await response.write(b"".join(chunks))
+            if seq.tracked.done:
+                break
+        last = llamacpp.chunk(
+            ctx,
+            req.endpoint,
+            None,
+            prompt=tl.prompt_tokens,
+            predicted=tl.generated,
+            finish=seq.result(),
+            timings=_timings(tl),
+            include_usage=req.include_usage,
+        )
+        tail = sse(last) + (b"" if req.endpoint is Endpoint.COMPLETION else sse("[DONE]"))
+        await response.write(tail)
         await response.write_eof()
         return response
 
@@ -451,6 +546,19 @@ def _json(body: Any, status: int, headers: Mapping[str, str] | None = None) -> w
     and axum's ``Json`` send it (aiohttp's ``json_response`` would add ``; charset=utf-8``)."""
     data = json.dumps(body, separators=(",", ":")).encode()
     return web.Response(body=data, status=status, headers={**(headers or {}), "Content-Type": "application/json"})
+
+
+def _timings(tl: RequestTimeline) -> llamacpp.Timings:
+    """A finished llama.cpp slot's timings, from the request's engine timeline."""
+    scheduled = tl.scheduled if tl.scheduled is not None else tl.arrival
+    first = tl.first_token if tl.first_token is not None else scheduled
+    last = tl.last_token if tl.last_token is not None else first
+    return llamacpp.Timings(
+        prompt_n=tl.prompt_tokens - tl.cached_tokens,
+        prompt_ms=(first - scheduled) * 1e3,
+        predicted_n=tl.generated,
+        predicted_ms=(last - first) * 1e3,
+    )
 
 
 @dataclass(slots=True)
@@ -519,14 +627,16 @@ async def running_server(
     site = web.SockSite(runner, sock)
 
     async def open_when_loaded() -> None:
-        await asyncio.sleep(max(0.0, config.cold_start_s - server.now()))
+        if config.engine is not Engine.LLAMACPP:
+            await asyncio.sleep(max(0.0, config.cold_start_s - server.now()))
         await site.start()  # listen(): connections are accepted from here on
         if config.cold_start_s > 0:
             log.info("Model loaded; accepting connections on %s", url)
 
     opening = asyncio.create_task(open_when_loaded(), name="simengine-cold-start")
     try:
-        if config.cold_start_s <= 0:
+        # llama-server opens its port before loading the model and answers 503 until it is loaded.
+        if config.cold_start_s <= 0 or config.engine is Engine.LLAMACPP:
             await opening
         yield server, url
     finally:
@@ -567,7 +677,9 @@ async def serve(config: ServerConfig, host: str, port: int) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m loadgen.simengine",
-        description="Simulated vLLM or TGI server: OpenAI-compatible API, SSE streaming, real /metrics names.",
+        description=(
+            "Simulated vLLM, TGI, SGLang or llama.cpp server: each one's HTTP API, SSE streaming, real /metrics names."
+        ),
     )
     parser.add_argument("--engine", choices=[e.value for e in Engine], default=Engine.VLLM.value)
     parser.add_argument(
@@ -592,13 +704,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--served-model-name",
         "--model",
         "--model-id",
+        "--model-path",
+        "--hf-repo",
+        "-hf",
+        "-m",
         dest="model_name",
         default=None,
-        help="model name to serve and to label metrics with (also accepted as vLLM's --model, TGI's --model-id)",
+        help="model name to serve and to label metrics with (also accepted as vLLM's --model, TGI's --model-id, "
+        "SGLang's --model-path, llama.cpp's --hf-repo/-hf/--model/-m)",
     )
     parser.add_argument(
         "--max-num-seqs",
         "--max-batch-size",
+        "--max-running-requests",
+        "--parallel",
+        "-np",
         dest="max_num_seqs",
         type=int,
         default=None,
@@ -607,10 +727,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-model-len",
         "--max-total-tokens",
+        "--context-length",
         dest="max_model_len",
         type=int,
         default=None,
-        help="longest prompt plus output (TGI: --max-total-tokens)",
+        help="longest prompt plus output (TGI: --max-total-tokens, SGLang: --context-length)",
+    )
+    parser.add_argument(
+        "--ctx-size",
+        "-c",
+        dest="ctx_size",
+        type=int,
+        default=None,
+        help="llama.cpp only: context tokens shared by the --parallel slots (each slot gets ctx-size / parallel)",
     )
     parser.add_argument(
         "--max-num-batched-tokens",
@@ -661,9 +790,19 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_num_seqs = max_concurrent
     if max_num_seqs is not None and max_num_seqs < 1:
         raise ValueError(f"--max-num-seqs must be >= 1, got {max_num_seqs}")
+    max_model_len = args.max_model_len
+    if args.ctx_size is not None:
+        if engine is not Engine.LLAMACPP:
+            raise ValueError("--ctx-size is llama.cpp's flag: use --max-model-len for this engine")
+        slots = max_num_seqs or profile.max_num_seqs
+        if args.ctx_size < slots:
+            raise ValueError(f"--ctx-size {args.ctx_size} leaves no context to each of {slots} slots")
+        # The slots split the context evenly and the KV pool is exactly that context.
+        max_model_len = args.ctx_size // slots
+        profile = dataclasses.replace(profile, kv_capacity_tokens=max(args.ctx_size, profile.kv_capacity_tokens))
     profile = profile.with_overrides(
         max_num_seqs=max_num_seqs,
-        max_model_len=args.max_model_len,
+        max_model_len=max_model_len,
         max_num_batched_tokens=batched,
     )
     cold_start = profile.cold_start_s if args.cold_start is None else args.cold_start

@@ -52,6 +52,13 @@ def _isvc(namespace: str) -> dict[str, Any]:
     return get_json("-n", namespace, "inferenceservice", "chat")
 
 
+def scaled_down(namespace: str) -> dict[str, Any] | None:
+    """The InferenceService once both its Deployment and its status are back at 1 replica."""
+    deployment = get_json("-n", namespace, "deployment", "chat")
+    isvc = _isvc(namespace)
+    return isvc if deployment["spec"]["replicas"] == 1 and isvc["status"]["desiredReplicas"] == 1 else None
+
+
 def test_rising_queue_scales_up_and_falling_load_scales_down(scaling_operator: Operator, namespace: str) -> None:
     kubectl("-n", namespace, "apply", "-f", "-", stdin=json.dumps(ISVC))
     proxy, _ = wait_for("one ready engine behind the proxy", lambda: endpoints(namespace, "chat", 1), timeout=60)
@@ -77,12 +84,7 @@ def test_rising_queue_scales_up_and_falling_load_scales_down(scaling_operator: O
     assert "Scaled Deployment" in events, events
 
     # The load is gone (the streams hung up): back to min after the 10 s window.
-    def scaled_down() -> dict[str, Any] | None:
-        deployment = get_json("-n", namespace, "deployment", "chat")
-        isvc = _isvc(namespace)
-        return isvc if deployment["spec"]["replicas"] == 1 and isvc["status"]["desiredReplicas"] == 1 else None
-
-    isvc = wait_for("the Deployment to scale back to 1", scaled_down, timeout=150, interval=2)
+    isvc = wait_for("the Deployment to scale back to 1", lambda: scaled_down(namespace), timeout=150, interval=2)
     assert isvc["status"]["lastDecision"]["reason"] in ("ScaledDown", "AtMinReplicas", "Steady")
     assert condition(isvc, "ScalingLimited").get("status") in ("True", "False")
     assert "Traceback" not in scaling_operator.log_text()

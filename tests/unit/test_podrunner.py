@@ -27,7 +27,7 @@ def _pod(engine: str, *, phase: str = "Running", deleting: bool = False) -> dict
     return {"metadata": metadata, "spec": template["spec"], "status": {"phase": phase, "podIP": "10.244.0.7"}}
 
 
-@pytest.mark.parametrize("engine", ["vllm", "tgi"])
+@pytest.mark.parametrize("engine", ["vllm", "tgi", "sglang", "llamacpp"])
 def test_the_engine_runs_with_the_pods_own_args(engine: str) -> None:
     pod = Pod.from_json(_pod(engine))
     assert (pod.namespace, pod.service, pod.engine, pod.running, pod.deleting) == (
@@ -46,11 +46,21 @@ def test_the_engine_runs_with_the_pods_own_args(engine: str) -> None:
     assert config.engine.value == engine
     assert config.model_name == "m/x"
     assert config.profile.name == "test"
-    assert config.profile.max_num_seqs == 6  # vLLM --max-num-seqs; TGI --max-concurrent-requests
-    assert config.profile.max_model_len == 4096  # vLLM --max-model-len; TGI --max-total-tokens
+    # vLLM --max-num-seqs; TGI --max-concurrent-requests; SGLang --max-running-requests; llama.cpp --parallel
+    assert config.profile.max_num_seqs == 6
+    # vLLM --max-model-len; TGI --max-total-tokens; SGLang --context-length; llama.cpp --ctx-size / --parallel
+    assert config.profile.max_model_len == 4096
     assert (config.cold_start_s, config.drain_timeout_s) == (3, pod.grace_seconds)
     assert (args.host, args.port) == ("127.0.0.1", 43210)  # ours, not the pod's --port 8000
-    assert unknown == ([] if engine == "vllm" else ["--max-input-tokens", "4095"])
+    assert (
+        unknown
+        == {
+            "vllm": [],
+            "tgi": ["--max-input-tokens", "4095"],
+            "sglang": ["--enable-metrics"],
+            "llamacpp": ["--cont-batching", "--metrics", "--n-gpu-layers", "999"],
+        }[engine]
+    )
 
 
 @pytest.mark.parametrize(
