@@ -185,7 +185,8 @@ def format_table(levels: Sequence[LevelResult], verdict: KneeVerdict) -> str:
         lines.append(f"Knee: {verdict.reason}.")
         lines.append(
             f"Recommendation: pin spec.maxConcurrency: {verdict.concurrency} in the InferenceService "
-            f"(vLLM --max-num-seqs, TGI --max-concurrent-requests) and add replicas for more load."
+            "(vLLM --max-num-seqs, TGI --max-concurrent-requests, SGLang --max-running-requests, llama.cpp "
+            "--parallel) and add replicas for more load."
         )
     return "\n".join(lines)
 
