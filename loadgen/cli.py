@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from loadgen import simulate_cli
-from loadgen.argtypes import non_negative, png_path, positive
+from loadgen.argtypes import non_negative, png_path, positive, slos
 from loadgen.client import (
     ClientConfig,
     LiveProgress,
@@ -36,8 +36,19 @@ from loadgen.client import (
     run_open_loop,
 )
 from loadgen.knee import DEFAULT_LEVELS, LevelResult, find_knee, format_table, parse_levels, sweep
-from loadgen.prompts import PromptMix, apply_mix, reuse_of
-from loadgen.report import CostModel, build_report, format_summary, static_replicas, write_json, write_png
+from loadgen.prompts import ChatLayout, PromptMix, apply_mix, reuse_of
+from loadgen.report import (
+    CostModel,
+    build_report,
+    format_summary,
+    static_replicas,
+    summary_path,
+    write_json,
+    write_png,
+    write_requests_csv,
+    write_summary_csv,
+)
+from loadgen.slo import Slos
 from loadgen.trace import TraceError, read_trace
 from loadgen.traffic import (
     SHAPES,
@@ -79,6 +90,10 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url", help="base URL of the engine or its Service, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", help="model name to send (default: the first of the target's /v1/models)")
     p.add_argument("--timeout", type=positive, default=300.0, metavar="S", help="per request (default 300)")
+    p.add_argument(
+        "--api", choices=("completions", "chat"), default="completions", help="/v1/completions with a prompt "
+        "(default) or /v1/chat/completions with messages (a conversation resends its history as messages)",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no live progress line on stderr")
 
 
@@ -99,6 +114,18 @@ def _add_prompt_args(p: argparse.ArgumentParser) -> None:
         "--conversations", type=positive, default=16, metavar="K", help="run: conversations open at once, each "
         "request continuing one at random (knee: one per in-flight request)",
     )  # fmt: skip
+
+
+def _add_slo_args(g: Any) -> None:
+    g.add_argument(
+        "--slo", type=slos, metavar="SLOS", help="goodput: requests/s meeting ALL of these, and attainment of each, "
+        "e.g. ttft=0.5,itl=0.05,e2e=10 (seconds; 50ms also works; metrics ttft, tpot, itl = longest token gap, e2e)",
+    )  # fmt: skip
+    g.add_argument("--slo-ttft", type=positive, metavar="S", help="the same as --slo ttft=S")
+
+
+def _slos(args: argparse.Namespace) -> Slos:
+    return (args.slo or Slos()).merged(ttft=args.slo_ttft)
 
 
 def _prompt_mix(args: argparse.Namespace) -> PromptMix:
@@ -155,8 +182,11 @@ def add_run_parser(sub: Any) -> None:
     out = p.add_argument_group("report")
     out.add_argument("--json", metavar="OUT", help="write the JSON report here")
     out.add_argument("--png", type=png_path, metavar="OUT", help="plot load, replicas and p95 TTFT over time here")
+    out.add_argument(
+        "--csv", metavar="OUT", help="write one row per request here, and the summary next to it (r.csv: r-summary.csv)"
+    )
     out.add_argument("--no-records", action="store_true", help="leave per-request records out of the JSON")
-    out.add_argument("--slo-ttft", type=positive, metavar="S", help="TTFT SLO: attainment and a line on the plot")
+    _add_slo_args(out)
     out.add_argument("--price-per-gpu-hour", type=non_negative, metavar="PRICE")
     out.add_argument("--replicas", type=positive, default=1.0, metavar="N", help="replicas serving the target")
     out.add_argument("--gpus-per-replica", type=positive, default=1.0, metavar="G")
@@ -321,14 +351,24 @@ def _prompt_report(schedule: Sequence[Arrival], mix: PromptMix, notes: list[str]
     }
 
 
+def _client_config(args: argparse.Namespace) -> ClientConfig:
+    chat = ChatLayout.of(_prompt_mix(args), args.seed) if args.api == "chat" else None
+    return ClientConfig(args.url, model=args.model, timeout=args.timeout, chat=chat)
+
+
 def _empty_result(status: str, scheduled: int = 0) -> RunResult:
     return RunResult(Measurement(), time.time(), 0.0, status, scheduled, 0.0)
 
 
-def _write_reports(args: argparse.Namespace, report: dict[str, Any]) -> None:
+def _write_reports(args: argparse.Namespace, report: dict[str, Any], result: RunResult | None = None) -> None:
     if args.json:
         path = write_json(report, args.json)
         print(f"JSON report: {path}", file=sys.stderr)
+    if getattr(args, "csv", None):
+        records = result.measurement.records if result is not None else []
+        path = write_requests_csv(records, args.csv, _slos(args))
+        summary = write_summary_csv(report, summary_path(args.csv))
+        print(f"CSV: {path} (one row per request), {summary} (summary)", file=sys.stderr)
     if args.png:
         path = write_png(report, args.png)
         print(f"Plot: {path}", file=sys.stderr)
@@ -341,8 +381,7 @@ async def _run(args: argparse.Namespace, schedule: list[Arrival]) -> tuple[RunRe
     """``(result, model, error)``: the run, or an empty result and why it could not start."""
     stop = asyncio.Event()
     _install_stop(stop)
-    config = ClientConfig(args.url, model=args.model, timeout=args.timeout)
-    async with StreamingClient(config) as client:
+    async with StreamingClient(_client_config(args)) as client:
         try:
             await client.preflight()
         except TargetUnreachable as err:
@@ -376,6 +415,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         _write_reports(args, report)
         return EXIT_USAGE
+    workload["api"] = _client_config(args).endpoint if args.api == "completions" else "/v1/chat/completions"
     if schedule and args.warmup >= schedule[-1].send_time and args.warmup > 0:
         _fail(
             f"--warmup {args.warmup:g}s covers the whole schedule (last request at {schedule[-1].send_time:.1f}s); "
@@ -393,13 +433,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         model=model,
         workload=workload,
         cost=cost,
-        slo_ttft=args.slo_ttft,
+        slos=_slos(args),
         notes=notes,
         error=error,
         include_records=not args.no_records,
     )
     print(format_summary(report))
-    _write_reports(args, report)
+    _write_reports(args, report, result)
     if error is not None:
         _fail(error)
         return EXIT_FAILED
@@ -426,7 +466,7 @@ def cmd_knee(args: argparse.Namespace) -> int:
         """``(levels, model, error, interrupted)``."""
         stop = asyncio.Event()
         _install_stop(stop)
-        async with StreamingClient(ClientConfig(args.url, model=args.model, timeout=args.timeout)) as client:
+        async with StreamingClient(_client_config(args)) as client:
             try:
                 await client.preflight()
             except TargetUnreachable as err:
