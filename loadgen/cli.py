@@ -3,6 +3,7 @@
     loadgen run URL --shape poisson --rate 20 --duration 120 --warmup 10 --json out.json --png out.png
     loadgen run URL --trace trace.csv.gz --speedup 4 --trace-window 600 --price-per-gpu-hour 2.5
     loadgen knee URL --levels 1,2,4,8,16,32 --duration 15
+    loadgen sweep URL --start-rate 1 --factor 1.5 --duration 20 --slo ttft=0.5,itl=0.05
     loadgen knee URL --prompt-tokens 1024 --system-prompt-tokens 768     # 3/4 of each prompt shared
 
 To add a subcommand, write ``add_NAME_parser(subparsers)`` and ``cmd_NAME(args) -> int`` and list the
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadgen import simulate_cli
+from loadgen import rate_sweep, simulate_cli
 from loadgen.argtypes import non_negative, png_path, positive, slos
 from loadgen.client import (
     ClientConfig,
@@ -219,7 +220,40 @@ def add_knee_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_knee)
 
 
-SUBCOMMANDS: list[Callable[[Any], None]] = [add_run_parser, add_knee_parser, simulate_cli.add_parser]
+def add_sweep_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="open-loop Poisson steps at rising request rates until the target saturates: the knee in req/s",
+        description="Run open-loop Poisson steps at rising rates (each --warmup + --duration seconds) and stop "
+        "at the first saturated one: achieved rate under 90%% of offered, TTFT growing through the step (a "
+        "queue), over 1%% errors, or (with --slo) under 90%% of requests meeting the SLOs. Reports the knee in "
+        "req/s and the concurrency seen there.",
+    )
+    _add_target_args(p)
+    p.add_argument("--rates", metavar="R1,R2,...", help="the rates to step through (default: geometric, below)")
+    p.add_argument("--start-rate", type=positive, default=1.0, metavar="RPS", help="first rate (1)")
+    p.add_argument("--factor", type=positive, default=1.5, help="each step's rate over the last one's (1.5)")
+    p.add_argument("--max-rate", type=positive, default=1000.0, metavar="RPS", help="highest rate to try (1000)")
+    p.add_argument("--max-steps", type=positive, default=15, metavar="N", help="at most N steps (15)")
+    p.add_argument("--budget", type=positive, default=600.0, metavar="S", help="stop before overrunning S s (600)")
+    p.add_argument("--no-refine", action="store_true", help="no bisection step after the saturated one")
+    p.add_argument("--duration", type=positive, default=20.0, metavar="S", help="measured seconds per step (20)")
+    p.add_argument("--warmup", type=non_negative, default=5.0, metavar="S", help="warm-up seconds per step (5)")
+    p.add_argument("--prompt-tokens", default="512", metavar="DIST")
+    p.add_argument("--output-tokens", default="128", metavar="DIST")
+    p.add_argument("--seed", type=int, default=0)
+    _add_prompt_args(p)
+    _add_slo_args(p)
+    p.add_argument("--json", metavar="OUT", help="write the steps and the verdict here")
+    p.set_defaults(func=cmd_sweep)
+
+
+SUBCOMMANDS: list[Callable[[Any], None]] = [
+    add_run_parser,
+    add_knee_parser,
+    add_sweep_parser,
+    simulate_cli.add_parser,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -522,6 +556,76 @@ def cmd_knee(args: argparse.Namespace) -> int:
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK if verdict.concurrency is not None else EXIT_FAILED
+
+
+# --- sweep -----------------------------------------------------------------------------------------
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    _raise_fd_limit()
+    try:
+        prompt = parse_length(args.prompt_tokens)
+        output = parse_length(args.output_tokens)
+        mix = _prompt_mix(args)
+        if args.rates:
+            planned = sorted({positive(r.strip()) for r in args.rates.split(",") if r.strip()})
+        else:
+            planned = rate_sweep.rates(args.start_rate, args.factor, args.max_rate, int(args.max_steps))
+    except (ValueError, UsageError, argparse.ArgumentTypeError) as err:
+        _fail(str(err))
+        return EXIT_USAGE
+    slos = _slos(args)
+
+    async def go() -> tuple[list[rate_sweep.StepResult], list[str], str | None, str | None, bool]:
+        stop = asyncio.Event()
+        _install_stop(stop)
+        async with StreamingClient(_client_config(args)) as client:
+            try:
+                await client.preflight()
+            except TargetUnreachable as err:
+                return [], [], client.model, str(err), False
+            steps, notes = await rate_sweep.sweep(
+                client, planned, duration=args.duration, warmup=args.warmup, prompt=prompt, output=output,
+                slos=slos, budget=args.budget, refine=not args.no_refine, seed=args.seed,
+                prompts=None if mix.distinct else mix, progress=not args.no_progress, stop=stop,
+            )  # fmt: skip
+            return steps, notes, client.model, None, stop.is_set()
+
+    steps, notes, model, error, interrupted = asyncio.run(go())
+    if error is not None:
+        _fail(error)
+        return EXIT_FAILED
+    verdict = rate_sweep.find_knee_rate(steps)
+    print(f"Prompts: {mix.describe()}, prompt {prompt.describe()} / output {output.describe()} tokens; "
+          f"Poisson arrivals, {args.warmup:g}s warm-up + {args.duration:g}s per step.")  # fmt: skip
+    if slos:
+        print(f"SLOs: {slos.describe()}.")
+    print(rate_sweep.format_table(steps, verdict))
+    for note in notes:
+        print(f"Note: {note}")
+    if args.json:
+        report = {
+            "target": args.url,
+            "model": model,
+            "api": _client_config(args).endpoint,
+            "prompt_tokens": prompt.describe(),
+            "output_tokens": output.describe(),
+            "prompts": mix.describe(),
+            "step_s": {"warmup": args.warmup, "duration": args.duration},
+            "slos_s": dict(slos.limits),
+            "steps": [{**s.as_dict(), "saturated": rate_sweep.saturation(s)} for s in steps],
+            "knee_rps": verdict.knee_rps,
+            "knee_concurrency_mean": verdict.knee_concurrency,
+            "knee_concurrency_max": verdict.knee_concurrency_max,
+            "saturation_found": verdict.found,
+            "reason": verdict.reason,
+            "notes": notes,
+            "interrupted": interrupted,
+        }
+        print(f"JSON report: {write_json(report, args.json)}", file=sys.stderr)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if verdict.knee_rps is not None else EXIT_FAILED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -107,3 +107,29 @@ def test_the_live_line_shows_tokens_per_second_and_schedule_lag() -> None:
     first, second = out.getvalue().splitlines()
     assert "250 tok/s" in first and "lag p99 30" in first
     assert "1,000 tok/s" in second and "lag p99 -" in second  # nothing sent in the last second
+
+
+def test_sweep_steps_the_rate_up_until_the_engine_saturates_and_reports_the_knee(
+    simengine: StartEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two slots on the A10G profile, 24 output tokens of 12.5 ms: one request takes ~0.35 s, so the engine
+    # serves about 2 / 0.35 = 5.7 requests/s; 2 and 4 req/s keep up, 8 cannot.
+    _, url = simengine("--profile", "a10g-llama3-8b-awq", "--max-num-seqs", "2")
+    out = tmp_path / "sweep.json"
+    code = main(
+        ["sweep", url, "--rates", "2,4,8,16", "--duration", "4", "--warmup", "1", "--prompt-tokens", "32",
+         "--output-tokens", "24", "--no-refine", "--no-progress", "--json", str(out)]
+    )  # fmt: skip
+    assert code == EXIT_OK
+    report = json.loads(out.read_text())
+    offered = [s["offered_rps"] for s in report["steps"]]
+    assert offered == [2, 4, 8]  # stopped at the first saturated step: 16 never ran
+    assert report["knee_rps"] == 4 and report["saturation_found"]
+    low, knee, high = report["steps"]
+    assert low["saturated"] is None and knee["saturated"] is None and high["saturated"]
+    assert high["achieved_rps"] < 0.9 * 8 or "queue grew" in high["saturated"]
+    # the concurrency at the knee is Little's law: rate x latency, within the engine's two slots
+    assert 0.5 < report["knee_concurrency_mean"] <= 2.5
+    assert report["knee_concurrency_mean"] == pytest.approx(4 * knee["e2e_p95_s"], rel=0.6)
+    stdout = capsys.readouterr().out
+    assert "Knee: 4 req/s at" in stdout and "saturated at 8 req/s" in stdout
