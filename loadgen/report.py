@@ -399,8 +399,19 @@ def write_json(report: dict[str, Any], path: str | Path) -> Path:
     return out
 
 
+def _replicas_informative(rows: Sequence[dict[str, Any]]) -> bool:
+    """A replicas panel is worth drawing only when there is more than one engine or the count changes."""
+    known = {r["replicas"] for r in rows if r["replicas"] is not None}
+    return len(known) > 1 or any(v > 1 for v in known)
+
+
 def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = None) -> Path:
-    """Plot load, replicas and p95 TTFT over time (matplotlib, Agg backend); returns the path."""
+    """Plot the run (matplotlib, Agg backend); returns the path.
+
+    Panels over time: load (sent/s, in flight), throughput (output tok/s and completed req/s), inter-token
+    time (p50/p95 TPOT of requests finishing each second), p95 TTFT (with the SLO), replicas (only when there
+    is more than one or the count changes), engine metrics when the report has them; then the TTFT CDF.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -409,46 +420,117 @@ def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = N
 
     rows = report["timeseries"]
     t = [r["t"] + 0.5 for r in rows]
-    fig, (ax_load, ax_rep, ax_ttft) = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True, constrained_layout=True)
-    ax_load.step(t, [r["sent"] for r in rows], where="mid", color="tab:blue", label="load (requests sent/s)")
-    ax_load.plot(t, [r["in_flight"] for r in rows], color="tab:orange", label="in flight")
-    ax_load.set_ylabel("requests")
-    ax_load.legend(loc="upper right", fontsize="small")
-    replicas = [r["replicas"] for r in rows]
-    if any(v is not None for v in replicas):
-        ax_rep.step(t, [math.nan if v is None else v for v in replicas], where="mid", color="tab:green")
-        ax_rep.set_ylim(0, max(v for v in replicas if v is not None) * 1.25 + 0.5)
-        ax_rep.yaxis.set_major_locator(MaxNLocator(integer=True))
-    else:
-        ax_rep.text(0.5, 0.5, "replicas unknown", ha="center", va="center", transform=ax_rep.transAxes)
-    ax_rep.set_ylabel("replicas")
-    ttft = [math.nan if r["ttft_p95_s"] is None else r["ttft_p95_s"] * 1e3 for r in rows]
-    ax_ttft.plot(t, ttft, marker=".", color="tab:red", label="p95 TTFT of requests sent that second")
+    nan = math.nan
+
+    def ms(key: str) -> list[float]:
+        return [nan if r.get(key) is None else r[key] * 1e3 for r in rows]
+
+    engine = report.get("engine_metrics") or {}
+    series = engine.get("series") or {}
+    show_replicas = _replicas_informative(rows)
+    names = ["load", "throughput", "itl", "ttft"] + (["replicas"] if show_replicas else []) + (
+        ["engine"] if series else []
+    )  # fmt: skip
+    fig = plt.figure(figsize=(10, 2.3 * (len(names) + 1.3)), constrained_layout=True)
+    grid = fig.add_gridspec(len(names) + 1, 1, height_ratios=[1.0] * len(names) + [1.3])
+    axes: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        axes[name] = fig.add_subplot(grid[i], sharex=axes.get("load"))
+    ax = axes["load"]
+    ax.step(t, [r["sent"] for r in rows], where="mid", color="tab:blue", label="load (requests sent/s)")
+    ax.plot(t, [r["in_flight"] for r in rows], color="tab:orange", label="in flight")
+    ax.set_ylabel("requests")
+    ax.legend(loc="upper right", fontsize="small")
+    ax = axes["throughput"]
+    ax.plot(t, [r.get("output_tokens_per_s") or 0 for r in rows], color="tab:purple", label="output tok/s")
+    ax.set_ylabel("tok/s")
+    ax.set_ylim(bottom=0)
+    ax2 = ax.twinx()
+    ax2.step(t, [r["completed"] for r in rows], where="mid", color="tab:green", label="completed req/s")
+    ax2.set_ylabel("req/s")
+    ax2.set_ylim(bottom=0)
+    ax.legend(handles=[*ax.get_legend_handles_labels()[0], *ax2.get_legend_handles_labels()[0]], loc="upper left",
+              fontsize="small")  # fmt: skip
+    ax = axes["itl"]
+    ax.plot(t, ms("tpot_p50_s"), marker=".", color="tab:cyan", label="p50 TPOT (mean inter-token time)")
+    ax.plot(t, ms("tpot_p95_s"), marker=".", color="tab:blue", label="p95 TPOT, requests ending that second")
+    good = report.get("goodput") or {}
+    for key, color in (("itl", "black"), ("tpot", "grey")):
+        limit = (good.get("slos_s") or {}).get(key)
+        if limit is not None:
+            ax.axhline(limit * 1e3, color=color, linestyle="--", linewidth=1, label=f"{key} SLO {limit * 1e3:g} ms")
+    ax.set_ylabel("inter-token (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", fontsize="small")
+    ax = axes["ttft"]
+    ax.plot(t, ms("ttft_p95_s"), marker=".", color="tab:red", label="p95 TTFT of requests sent that second")
     slo = report.get("slo_ttft_s")
     if slo is not None:
-        ax_ttft.axhline(slo * 1e3, color="black", linestyle="--", linewidth=1, label=f"SLO {slo * 1e3:g} ms")
-    ax_ttft.set_ylabel("p95 TTFT (ms)")
-    ax_ttft.set_xlabel("seconds since start")
-    ax_ttft.set_ylim(bottom=0)
-    ax_ttft.legend(loc="upper left", fontsize="small")
+        ax.axhline(slo * 1e3, color="black", linestyle="--", linewidth=1, label=f"SLO {slo * 1e3:g} ms")
+    ax.set_ylabel("p95 TTFT (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", fontsize="small")
+    if show_replicas:
+        ax = axes["replicas"]
+        replicas = [r["replicas"] for r in rows]
+        ax.step(t, [nan if v is None else v for v in replicas], where="mid", color="tab:green")
+        ax.set_ylim(0, max(v for v in replicas if v is not None) * 1.25 + 0.5)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("replicas")
+    if series:
+        _plot_engine(axes["engine"], series, report)
+    axes[names[-1]].set_xlabel("seconds since start")
     warmup = report.get("warmup_s") or 0
-    for ax in (ax_load, ax_rep, ax_ttft):
-        ax.grid(alpha=0.3)
+    for name in names:
+        axes[name].grid(alpha=0.3)
         if warmup > 0:
-            ax.axvspan(0, warmup, color="grey", alpha=0.15, label="_warm-up")
+            axes[name].axvspan(0, warmup, color="grey", alpha=0.15, label="_warm-up")
     if warmup > 0:
-        ax_load.text(warmup / 2, 0.95, "warm-up", ha="center", va="top", fontsize="small",
-                     transform=ax_load.get_xaxis_transform())  # fmt: skip
+        axes["load"].text(warmup / 2, 0.95, "warm-up", ha="center", va="top", fontsize="small",
+                          transform=axes["load"].get_xaxis_transform())  # fmt: skip
+    ax = fig.add_subplot(grid[len(names)])
+    cdf = report.get("ttft_cdf_s") or []
+    if cdf:
+        ax.plot([v * 1e3 for v in cdf], [q / 100 for q in range(len(cdf))], color="tab:red")
+        if slo is not None:
+            ax.axvline(slo * 1e3, color="black", linestyle="--", linewidth=1, label=f"SLO {slo * 1e3:g} ms")
+            ax.legend(loc="lower right", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no successful request", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("TTFT (ms), measured requests")
+    ax.set_ylabel("share of requests")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
     ttft_p95 = report["ttft_s"].get("p95")
     headline = title or f"{report['target']}: {report['workload'].get('description', '')}"
     if ttft_p95 is not None:
         headline += f"\np95 TTFT {ttft_p95 * 1e3:.0f} ms, {report['throughput']['output_tokens_per_s'] or 0:.0f} tok/s"
+        if not show_replicas and rows and rows[0]["replicas"] is not None:
+            headline += f", {rows[0]['replicas']:g} replica"
     fig.suptitle(headline, fontsize="medium")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def _plot_engine(ax: Any, series: dict[str, list[list[float]]], report: dict[str, Any]) -> None:
+    """The engine's own gauges over the run (``engine_metrics.series``: name -> [[t, value], ...])."""
+    start = report.get("started_at") or 0.0
+    right = None
+    for name, points in series.items():
+        xs = [p[0] - start for p in points]
+        ys = [p[1] for p in points]
+        if name.endswith(("_perc", "usage", "hit_rate")):  # shares 0..1 on their own axis
+            right = right or ax.twinx()
+            right.plot(xs, [y * 100 for y in ys], linestyle="--", label=f"{name} (%)")
+            right.set_ylim(0, 105)
+        else:
+            ax.plot(xs, ys, label=name)
+    ax.set_ylabel("engine (Prometheus)")
+    handles = ax.get_legend_handles_labels()[0] + (right.get_legend_handles_labels()[0] if right else [])
+    ax.legend(handles=handles, loc="upper left", fontsize="x-small")
 
 
 def _ms(value: float | None) -> str:
