@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadgen import rate_sweep, simulate_cli
+from loadgen import prom_report, rate_sweep, simulate_cli
 from loadgen.argtypes import non_negative, png_path, positive, slos
 from loadgen.client import (
     ClientConfig,
@@ -188,6 +188,16 @@ def add_run_parser(sub: Any) -> None:
     )
     out.add_argument("--no-records", action="store_true", help="leave per-request records out of the JSON")
     _add_slo_args(out)
+    out.add_argument(
+        "--prometheus-url", metavar="URL", help="after the run, put the engine's own series from this Prometheus "
+        "in the report (vLLM requests running/waiting, KV-cache use, prefix-cache hit rate; TGI queue and batch)",
+    )  # fmt: skip
+    out.add_argument(
+        "--prometheus-selector",
+        default="",
+        metavar="LABELS",
+        help='the engines\' series, e.g. namespace="ml",service="chat"',
+    )
     out.add_argument("--price-per-gpu-hour", type=non_negative, metavar="PRICE")
     out.add_argument("--replicas", type=positive, default=1.0, metavar="N", help="replicas serving the target")
     out.add_argument("--gpus-per-replica", type=positive, default=1.0, metavar="G")
@@ -472,6 +482,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         error=error,
         include_records=not args.no_records,
     )
+    if args.prometheus_url and result.measurement.records:
+        try:
+            report["engine_metrics"] = prom_report.fetch(
+                args.prometheus_url, result.started_at, result.started_at + result.elapsed,
+                selector=args.prometheus_selector,
+            )  # fmt: skip
+        except prom_report.PrometheusError as err:
+            report["engine_metrics"] = {"prometheus_url": args.prometheus_url, "error": str(err)}
+            report["notes"].append(f"Engine metrics missing: {err}")
     print(format_summary(report))
     _write_reports(args, report, result)
     if error is not None:

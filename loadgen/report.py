@@ -594,5 +594,9 @@ def format_summary(report: dict[str, Any]) -> str:
     good = report.get("goodput")
     if good:
         lines += format_goodput(good)
+    engine = report.get("engine_metrics") or {}
+    if engine.get("summary"):
+        lines.append(f"Engine metrics from {engine['prometheus_url']} (mean / max over the run):")
+        lines += [f"  {k}: {v['mean']:.3g} / {v['max']:.3g}" for k, v in engine["summary"].items()]
     lines += [f"Note: {n}" for n in report["notes"]]
     return "\n".join(lines)
