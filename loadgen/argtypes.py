@@ -7,6 +7,8 @@ import importlib.util
 import math
 from pathlib import Path
 
+from loadgen.slo import Slos, parse_slos
+
 
 def positive(text: str) -> float:
     value = float(text)
@@ -29,3 +31,11 @@ def png_path(text: str) -> Path:
             "drawing a PNG needs matplotlib, which is not installed: pip install 'inferscale[loadgen]'"
         )
     return Path(text)
+
+
+def slos(text: str) -> Slos:
+    """``--slo ttft=0.5,itl=50ms,e2e=10`` (see ``loadgen.slo``)."""
+    try:
+        return parse_slos(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None

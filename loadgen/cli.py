@@ -3,6 +3,7 @@
     loadgen run URL --shape poisson --rate 20 --duration 120 --warmup 10 --json out.json --png out.png
     loadgen run URL --trace trace.csv.gz --speedup 4 --trace-window 600 --price-per-gpu-hour 2.5
     loadgen knee URL --levels 1,2,4,8,16,32 --duration 15
+    loadgen sweep URL --start-rate 1 --factor 1.5 --duration 20 --slo ttft=0.5,itl=0.05
     loadgen knee URL --prompt-tokens 1024 --system-prompt-tokens 768     # 3/4 of each prompt shared
 
 To add a subcommand, write ``add_NAME_parser(subparsers)`` and ``cmd_NAME(args) -> int`` and list the
@@ -24,8 +25,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadgen import simulate_cli
-from loadgen.argtypes import non_negative, png_path, positive
+from loadgen import prom_report, rate_sweep, simulate_cli
+from loadgen.argtypes import non_negative, png_path, positive, slos
 from loadgen.client import (
     ClientConfig,
     LiveProgress,
@@ -36,8 +37,19 @@ from loadgen.client import (
     run_open_loop,
 )
 from loadgen.knee import DEFAULT_LEVELS, LevelResult, find_knee, format_table, parse_levels, sweep
-from loadgen.prompts import PromptMix, apply_mix, reuse_of
-from loadgen.report import CostModel, build_report, format_summary, static_replicas, write_json, write_png
+from loadgen.prompts import ChatLayout, PromptMix, apply_mix, reuse_of
+from loadgen.report import (
+    CostModel,
+    build_report,
+    format_summary,
+    static_replicas,
+    summary_path,
+    write_json,
+    write_png,
+    write_requests_csv,
+    write_summary_csv,
+)
+from loadgen.slo import Slos
 from loadgen.trace import TraceError, read_trace
 from loadgen.traffic import (
     SHAPES,
@@ -79,6 +91,10 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("url", help="base URL of the engine or its Service, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", help="model name to send (default: the first of the target's /v1/models)")
     p.add_argument("--timeout", type=positive, default=300.0, metavar="S", help="per request (default 300)")
+    p.add_argument(
+        "--api", choices=("completions", "chat"), default="completions", help="/v1/completions with a prompt "
+        "(default) or /v1/chat/completions with messages (a conversation resends its history as messages)",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no live progress line on stderr")
 
 
@@ -99,6 +115,18 @@ def _add_prompt_args(p: argparse.ArgumentParser) -> None:
         "--conversations", type=positive, default=16, metavar="K", help="run: conversations open at once, each "
         "request continuing one at random (knee: one per in-flight request)",
     )  # fmt: skip
+
+
+def _add_slo_args(g: Any) -> None:
+    g.add_argument(
+        "--slo", type=slos, metavar="SLOS", help="goodput: requests/s meeting ALL of these, and attainment of each, "
+        "e.g. ttft=0.5,itl=0.05,e2e=10 (seconds; 50ms also works; metrics ttft, tpot, itl = longest token gap, e2e)",
+    )  # fmt: skip
+    g.add_argument("--slo-ttft", type=positive, metavar="S", help="the same as --slo ttft=S")
+
+
+def _slos(args: argparse.Namespace) -> Slos:
+    return (args.slo or Slos()).merged(ttft=args.slo_ttft)
 
 
 def _prompt_mix(args: argparse.Namespace) -> PromptMix:
@@ -155,8 +183,21 @@ def add_run_parser(sub: Any) -> None:
     out = p.add_argument_group("report")
     out.add_argument("--json", metavar="OUT", help="write the JSON report here")
     out.add_argument("--png", type=png_path, metavar="OUT", help="plot load, replicas and p95 TTFT over time here")
+    out.add_argument(
+        "--csv", metavar="OUT", help="write one row per request here, and the summary next to it (r.csv: r-summary.csv)"
+    )
     out.add_argument("--no-records", action="store_true", help="leave per-request records out of the JSON")
-    out.add_argument("--slo-ttft", type=positive, metavar="S", help="TTFT SLO: attainment and a line on the plot")
+    _add_slo_args(out)
+    out.add_argument(
+        "--prometheus-url", metavar="URL", help="after the run, put the engine's own series from this Prometheus "
+        "in the report (vLLM requests running/waiting, KV-cache use, prefix-cache hit rate; TGI queue and batch)",
+    )  # fmt: skip
+    out.add_argument(
+        "--prometheus-selector",
+        default="",
+        metavar="LABELS",
+        help='the engines\' series, e.g. namespace="ml",service="chat"',
+    )
     out.add_argument("--price-per-gpu-hour", type=non_negative, metavar="PRICE")
     out.add_argument("--replicas", type=positive, default=1.0, metavar="N", help="replicas serving the target")
     out.add_argument("--gpus-per-replica", type=positive, default=1.0, metavar="G")
@@ -189,7 +230,40 @@ def add_knee_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_knee)
 
 
-SUBCOMMANDS: list[Callable[[Any], None]] = [add_run_parser, add_knee_parser, simulate_cli.add_parser]
+def add_sweep_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="open-loop Poisson steps at rising request rates until the target saturates: the knee in req/s",
+        description="Run open-loop Poisson steps at rising rates (each --warmup + --duration seconds) and stop "
+        "at the first saturated one: achieved rate under 90%% of offered, TTFT growing through the step (a "
+        "queue), over 1%% errors, or (with --slo) under 90%% of requests meeting the SLOs. Reports the knee in "
+        "req/s and the concurrency seen there.",
+    )
+    _add_target_args(p)
+    p.add_argument("--rates", metavar="R1,R2,...", help="the rates to step through (default: geometric, below)")
+    p.add_argument("--start-rate", type=positive, default=1.0, metavar="RPS", help="first rate (1)")
+    p.add_argument("--factor", type=positive, default=1.5, help="each step's rate over the last one's (1.5)")
+    p.add_argument("--max-rate", type=positive, default=1000.0, metavar="RPS", help="highest rate to try (1000)")
+    p.add_argument("--max-steps", type=positive, default=15, metavar="N", help="at most N steps (15)")
+    p.add_argument("--budget", type=positive, default=600.0, metavar="S", help="stop before overrunning S s (600)")
+    p.add_argument("--no-refine", action="store_true", help="no bisection step after the saturated one")
+    p.add_argument("--duration", type=positive, default=20.0, metavar="S", help="measured seconds per step (20)")
+    p.add_argument("--warmup", type=non_negative, default=5.0, metavar="S", help="warm-up seconds per step (5)")
+    p.add_argument("--prompt-tokens", default="512", metavar="DIST")
+    p.add_argument("--output-tokens", default="128", metavar="DIST")
+    p.add_argument("--seed", type=int, default=0)
+    _add_prompt_args(p)
+    _add_slo_args(p)
+    p.add_argument("--json", metavar="OUT", help="write the steps and the verdict here")
+    p.set_defaults(func=cmd_sweep)
+
+
+SUBCOMMANDS: list[Callable[[Any], None]] = [
+    add_run_parser,
+    add_knee_parser,
+    add_sweep_parser,
+    simulate_cli.add_parser,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -321,14 +395,24 @@ def _prompt_report(schedule: Sequence[Arrival], mix: PromptMix, notes: list[str]
     }
 
 
+def _client_config(args: argparse.Namespace) -> ClientConfig:
+    chat = ChatLayout.of(_prompt_mix(args), args.seed) if args.api == "chat" else None
+    return ClientConfig(args.url, model=args.model, timeout=args.timeout, chat=chat)
+
+
 def _empty_result(status: str, scheduled: int = 0) -> RunResult:
     return RunResult(Measurement(), time.time(), 0.0, status, scheduled, 0.0)
 
 
-def _write_reports(args: argparse.Namespace, report: dict[str, Any]) -> None:
+def _write_reports(args: argparse.Namespace, report: dict[str, Any], result: RunResult | None = None) -> None:
     if args.json:
         path = write_json(report, args.json)
         print(f"JSON report: {path}", file=sys.stderr)
+    if getattr(args, "csv", None):
+        records = result.measurement.records if result is not None else []
+        path = write_requests_csv(records, args.csv, _slos(args))
+        summary = write_summary_csv(report, summary_path(args.csv))
+        print(f"CSV: {path} (one row per request), {summary} (summary)", file=sys.stderr)
     if args.png:
         path = write_png(report, args.png)
         print(f"Plot: {path}", file=sys.stderr)
@@ -341,8 +425,7 @@ async def _run(args: argparse.Namespace, schedule: list[Arrival]) -> tuple[RunRe
     """``(result, model, error)``: the run, or an empty result and why it could not start."""
     stop = asyncio.Event()
     _install_stop(stop)
-    config = ClientConfig(args.url, model=args.model, timeout=args.timeout)
-    async with StreamingClient(config) as client:
+    async with StreamingClient(_client_config(args)) as client:
         try:
             await client.preflight()
         except TargetUnreachable as err:
@@ -376,6 +459,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         _write_reports(args, report)
         return EXIT_USAGE
+    workload["api"] = _client_config(args).endpoint if args.api == "completions" else "/v1/chat/completions"
     if schedule and args.warmup >= schedule[-1].send_time and args.warmup > 0:
         _fail(
             f"--warmup {args.warmup:g}s covers the whole schedule (last request at {schedule[-1].send_time:.1f}s); "
@@ -393,13 +477,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         model=model,
         workload=workload,
         cost=cost,
-        slo_ttft=args.slo_ttft,
+        slos=_slos(args),
         notes=notes,
         error=error,
         include_records=not args.no_records,
     )
+    if args.prometheus_url and result.measurement.records:
+        try:
+            report["engine_metrics"] = prom_report.fetch(
+                args.prometheus_url, result.started_at, result.started_at + result.elapsed,
+                selector=args.prometheus_selector,
+            )  # fmt: skip
+        except prom_report.PrometheusError as err:
+            report["engine_metrics"] = {"prometheus_url": args.prometheus_url, "error": str(err)}
+            report["notes"].append(f"Engine metrics missing: {err}")
     print(format_summary(report))
-    _write_reports(args, report)
+    _write_reports(args, report, result)
     if error is not None:
         _fail(error)
         return EXIT_FAILED
@@ -426,7 +519,7 @@ def cmd_knee(args: argparse.Namespace) -> int:
         """``(levels, model, error, interrupted)``."""
         stop = asyncio.Event()
         _install_stop(stop)
-        async with StreamingClient(ClientConfig(args.url, model=args.model, timeout=args.timeout)) as client:
+        async with StreamingClient(_client_config(args)) as client:
             try:
                 await client.preflight()
             except TargetUnreachable as err:
@@ -482,6 +575,76 @@ def cmd_knee(args: argparse.Namespace) -> int:
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK if verdict.concurrency is not None else EXIT_FAILED
+
+
+# --- sweep -----------------------------------------------------------------------------------------
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    _raise_fd_limit()
+    try:
+        prompt = parse_length(args.prompt_tokens)
+        output = parse_length(args.output_tokens)
+        mix = _prompt_mix(args)
+        if args.rates:
+            planned = sorted({positive(r.strip()) for r in args.rates.split(",") if r.strip()})
+        else:
+            planned = rate_sweep.rates(args.start_rate, args.factor, args.max_rate, int(args.max_steps))
+    except (ValueError, UsageError, argparse.ArgumentTypeError) as err:
+        _fail(str(err))
+        return EXIT_USAGE
+    slos = _slos(args)
+
+    async def go() -> tuple[list[rate_sweep.StepResult], list[str], str | None, str | None, bool]:
+        stop = asyncio.Event()
+        _install_stop(stop)
+        async with StreamingClient(_client_config(args)) as client:
+            try:
+                await client.preflight()
+            except TargetUnreachable as err:
+                return [], [], client.model, str(err), False
+            steps, notes = await rate_sweep.sweep(
+                client, planned, duration=args.duration, warmup=args.warmup, prompt=prompt, output=output,
+                slos=slos, budget=args.budget, refine=not args.no_refine, seed=args.seed,
+                prompts=None if mix.distinct else mix, progress=not args.no_progress, stop=stop,
+            )  # fmt: skip
+            return steps, notes, client.model, None, stop.is_set()
+
+    steps, notes, model, error, interrupted = asyncio.run(go())
+    if error is not None:
+        _fail(error)
+        return EXIT_FAILED
+    verdict = rate_sweep.find_knee_rate(steps)
+    print(f"Prompts: {mix.describe()}, prompt {prompt.describe()} / output {output.describe()} tokens; "
+          f"Poisson arrivals, {args.warmup:g}s warm-up + {args.duration:g}s per step.")  # fmt: skip
+    if slos:
+        print(f"SLOs: {slos.describe()}.")
+    print(rate_sweep.format_table(steps, verdict))
+    for note in notes:
+        print(f"Note: {note}")
+    if args.json:
+        report = {
+            "target": args.url,
+            "model": model,
+            "api": _client_config(args).endpoint,
+            "prompt_tokens": prompt.describe(),
+            "output_tokens": output.describe(),
+            "prompts": mix.describe(),
+            "step_s": {"warmup": args.warmup, "duration": args.duration},
+            "slos_s": dict(slos.limits),
+            "steps": [{**s.as_dict(), "saturated": rate_sweep.saturation(s)} for s in steps],
+            "knee_rps": verdict.knee_rps,
+            "knee_concurrency_mean": verdict.knee_concurrency,
+            "knee_concurrency_max": verdict.knee_concurrency_max,
+            "saturation_found": verdict.found,
+            "reason": verdict.reason,
+            "notes": notes,
+            "interrupted": interrupted,
+        }
+        print(f"JSON report: {write_json(report, args.json)}", file=sys.stderr)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if verdict.knee_rps is not None else EXIT_FAILED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """The streaming client: open-loop runs from a schedule, closed-loop runs at a fixed concurrency.
 
-Both send OpenAI-compatible ``/v1/completions`` requests with ``stream: true`` and
-``stream_options.include_usage`` (vLLM and TGI both serve it) and measure each request the same way:
+Both send OpenAI-compatible ``/v1/completions`` requests (or ``/v1/chat/completions`` with ``messages``,
+``ClientConfig.chat``) with ``stream: true`` and ``stream_options.include_usage`` (vLLM and TGI both serve
+it) and measure each request the same way:
 
 * ``sent``: when the request started, in seconds from the run's start. In an open-loop run every request
   is started at its scheduled time, whatever the server is doing: no request waits for another, so a slow
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import json
 import random
@@ -33,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-from loadgen.prompts import PromptMaker, PromptText
+from loadgen.prompts import ChatLayout, PromptMaker, PromptText
 from loadgen.stats import LogHistogram
 from loadgen.tokens import WORDS
 from loadgen.traffic import Arrival, LengthDist, PromptContent
@@ -64,6 +66,7 @@ ERROR_KINDS = {
     "client_error": "another HTTP client error (the detail says which)",
 }
 
+CHAT_ENDPOINT = "/v1/chat/completions"
 _DONE = b"[DONE]"
 _PLACEHOLDER = "\x00prompt\x00"  # json.dumps writes it as "\u0000prompt\u0000", which no model name holds
 _PLAIN = re.compile(r"[a-z]+")
@@ -91,6 +94,8 @@ class RequestRecord:
     detail: str | None = None
     content: PromptContent | None = None
     """What the prompt shares with others (``loadgen.prompts``); ``None``: a prompt of its own."""
+    max_itl: float = 0.0
+    """The longest gap between two of its token chunks (the ``itl`` SLO, ``loadgen.slo``)."""
 
     @property
     def ok(self) -> bool:
@@ -125,6 +130,10 @@ class Measurement:
     itl: LogHistogram = field(default_factory=LogHistogram)
     """Inter-token gaps of measured (non-warm-up) successful streams."""
     live_ttft: LogHistogram = field(default_factory=LogHistogram)
+    live_lag: LogHistogram = field(default_factory=LogHistogram)
+    """Schedule lag of the requests sent since the progress line last read it (it swaps in a new one)."""
+    tokens: int = 0
+    """Token chunks received so far, warm-up included (the progress line's tok/s)."""
     sent: int = 0
     done: int = 0
     errors: int = 0
@@ -142,6 +151,9 @@ class ClientConfig:
     model: str | None = None
     """Model name for the request body; None asks the target's ``/v1/models`` (or sends none)."""
     endpoint: str = "/v1/completions"
+    """``/v1/completions`` (a ``prompt``) or ``/v1/chat/completions`` (``messages``: see ``chat``)."""
+    chat: ChatLayout | None = None
+    """Send chat requests to ``/v1/chat/completions``, their messages laid out by this (``loadgen.prompts``)."""
     timeout: float = 300.0
     """Seconds for one whole request, connection to last token."""
     connect_timeout: float = 10.0
@@ -163,21 +175,32 @@ class LiveProgress:
         self._tty = self._stream.isatty()
         self._label = label
         self._dirty = False
+        self._last = (0.0, 0)  # (elapsed, tokens) at the previous update: tok/s is over the last tick
 
     def update(self, elapsed: float, measurement: Measurement) -> None:
-        m = measurement
-        p95 = m.live_ttft.quantile(0.95)
-        ttft = f"{p95 * 1e3:.0f}ms" if p95 is not None else "-"
-        line = (
-            f"{self._label}[{elapsed:6.1f}s] sent {m.sent}  done {m.done}  in flight {m.in_flight}  "
-            f"errors {m.errors}  p95 TTFT {ttft}"
-        )
+        line = self.line(elapsed, measurement)
         if self._tty:
             self._stream.write("\r\x1b[2K" + line)
             self._dirty = True
         else:
             self._stream.write(line + "\n")
         self._stream.flush()
+
+    def line(self, elapsed: float, measurement: Measurement) -> str:
+        """The status line: counts, then tok/s and the schedule lag p99 since the last line, and p95 TTFT."""
+        m = measurement
+        p95 = m.live_ttft.quantile(0.95)
+        ttft = f"{p95 * 1e3:.0f}ms" if p95 is not None else "-"
+        then, tokens = self._last
+        rate = (m.tokens - tokens) / (elapsed - then) if elapsed > then else 0.0
+        self._last = (elapsed, m.tokens)
+        lags, m.live_lag = m.live_lag, LogHistogram()
+        lag = lags.quantile(0.99)
+        return (
+            f"{self._label}[{elapsed:6.1f}s] sent {m.sent}  done {m.done}  in flight {m.in_flight}  "
+            f"errors {m.errors}  {rate:,.0f} tok/s  lag p99 {'-' if lag is None else f'{lag * 1e3:.1f}ms'}  "
+            f"p95 TTFT {ttft}"
+        )
 
     def close(self) -> None:
         if self._dirty:
@@ -262,6 +285,9 @@ class _Meter:
             if b'"text":"' in payload and b'"usage":{' not in payload and b'"error"' not in payload:
                 if b'"text":""' in payload:
                     continue
+            elif b'"content":"' in payload and b'"usage":{' not in payload and b'"error"' not in payload:
+                if b'"content":""' in payload:  # a chat stream's role opener, or an empty delta
+                    continue
             elif payload == _DONE:
                 continue
             else:
@@ -273,12 +299,17 @@ class _Meter:
                 if not token:
                     continue
             rec.chunks += 1
+            self.m.tokens += 1
             if self.first is None:
                 self.first = now
                 rec.first_token = now - self.t0
                 self.m.live_ttft.add(now - self.start)
-            elif self.measured:
-                self.m.itl.add(now - self.last)
+            else:
+                gap = now - self.last
+                if gap > rec.max_itl:
+                    rec.max_itl = gap
+                if self.measured:
+                    self.m.itl.add(gap)
             self.last = now
 
     def finish(self) -> None:
@@ -332,6 +363,10 @@ class StreamingClient:
         # Distinct prompts start with a tag of their own: a random base (so no two runs share one), counted up.
         self._next_tag = random.SystemRandom().getrandbits(63)
         self._envelopes: dict[tuple[str | None, int], tuple[bytes, bytes]] = {}
+        self._chat_envelopes: dict[tuple[str | None, int], tuple[bytes, bytes]] = {}
+        self._chat = config.chat
+        if self._chat is not None and config.endpoint == "/v1/completions":
+            self.config = dataclasses.replace(config, endpoint=CHAT_ENDPOINT)
         # True when prompt text is plain lowercase words (so it needs no JSON escaping).
         self._plain_prompts = all(_PLAIN.fullmatch(word) for word in WORDS)
 
@@ -377,8 +412,17 @@ class StreamingClient:
         self._next_tag += 1
         return self._text.segment(self._next_tag, prompt_tokens)
 
+    def messages(self, prompt_tokens: int, content: PromptContent | None = None) -> list[tuple[str, str]]:
+        """A chat request's ``(role, text)`` messages: ``content`` laid out by the chat layout, or one user
+        message of its own."""
+        if content is None or self._chat is None:
+            return [("user", self.prompt(prompt_tokens, content))]
+        return self._text.messages(content, self._chat)
+
     def body(self, prompt_tokens: int, max_tokens: int, content: PromptContent | None = None) -> bytes:
         """The whole request (head and JSON body); each call without ``content`` makes a distinct prompt."""
+        if self._chat is not None:
+            return self._chat_body(self.messages(prompt_tokens, content), max_tokens)
         prompt = self.prompt(prompt_tokens, content)
         if not self._plain_prompts:
             return self._request(self._payload(prompt, max_tokens))
@@ -397,9 +441,27 @@ class StreamingClient:
         head = self._pool.head("POST", self.config.endpoint, content_length=length, accept="text/event-stream")
         return b"".join((head, before, text, after))
 
-    def _payload(self, prompt: str, max_tokens: int) -> bytes:
+    def _chat_body(self, messages: list[tuple[str, str]], max_tokens: int) -> bytes:
+        if not self._plain_prompts:
+            listed = [{"role": role, "content": text} for role, text in messages]
+            return self._request(self._payload(listed, max_tokens, key="messages"))
+        # As in ``body``: the messages are spliced in as bytes (plain words and role names need no escaping).
+        key = (self.model, max_tokens)
+        envelope = self._chat_envelopes.get(key)
+        if envelope is None:
+            data = self._payload(_PLACEHOLDER, max_tokens, key="messages")
+            before, _, after = data.partition(json.dumps(_PLACEHOLDER).encode())
+            envelope = self._chat_envelopes[key] = (before, after)
+        before, after = envelope
+        array = b"[" + b",".join(b'{"role":"%s","content":"%s"}' % (r.encode(), t.encode("ascii")) for r, t in messages)
+        array += b"]"
+        length = len(before) + len(array) + len(after)
+        head = self._pool.head("POST", self.config.endpoint, content_length=length, accept="text/event-stream")
+        return b"".join((head, before, array, after))
+
+    def _payload(self, prompt: str | list[dict[str, str]], max_tokens: int, *, key: str = "prompt") -> bytes:
         payload: dict[str, Any] = {
-            "prompt": prompt,
+            key: prompt,
             "max_tokens": max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -421,6 +483,7 @@ class StreamingClient:
         start = clock()
         rec.sent = start - t0
         m.sent += 1
+        m.live_lag.add(max(rec.sent - rec.scheduled, 0.0))
         meter = _Meter(rec, m, t0, start)
         try:
             async with asyncio.timeout(self.config.timeout):

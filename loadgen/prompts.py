@@ -38,6 +38,7 @@ from loadgen.traffic import Arrival, PromptContent
 
 __all__ = [
     "TAG_WORDS",
+    "ChatLayout",
     "PromptContent",
     "PromptMaker",
     "PromptMix",
@@ -48,6 +49,7 @@ __all__ = [
     "content_tokens",
     "reuse",
     "reuse_of",
+    "system_segment_id",
 ]
 
 
@@ -185,6 +187,52 @@ class PromptText:
         """The whole prompt."""
         return " ".join(self.segment(seg_id, n) for seg_id, n in content if n > 0)
 
+    def messages(self, content: PromptContent, layout: ChatLayout) -> list[tuple[str, str]]:
+        """``(role, text)`` chat messages of ``content`` (``ChatLayout`` says which segment is which)."""
+        return [(role, self.render(part)) for role, part in layout.split(content)]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatLayout:
+    """How a prompt's segments become chat messages for ``/v1/chat/completions``.
+
+    A leading segment that is the seed's system prompt (``system_id``) is the ``system`` message. Then,
+    in a conversation (``conversation``: the mix has turns), the segments alternate as ``PromptMaker``
+    built them: the first turn's own text is a ``user`` message, and each later turn adds the resent
+    reply (``assistant``) and a new ``user`` message, so every turn resends the history as messages, the
+    way a chat client does. Anything else (a lone request, a trace's blocks) is one ``user`` message.
+    The chat template wraps each message in tokens of its own (Llama-3: 5 per message, 5 per prompt), so
+    the engine counts a few more prompt tokens than the segments hold; shared prefixes stay shared.
+    """
+
+    system_id: int | None = None
+    conversation: bool = False
+
+    def split(self, content: PromptContent) -> list[tuple[str, PromptContent]]:
+        segments = list(content)
+        out: list[tuple[str, PromptContent]] = []
+        if segments and self.system_id is not None and segments[0][0] == self.system_id:
+            out.append(("system", (segments.pop(0),)))
+        if not segments:
+            return out
+        if not self.conversation:
+            return [*out, ("user", tuple(segments))]
+        if len(segments) % 2 == 1:  # the first turn's own text; a first turn of system prompt only has none
+            out.append(("user", (segments.pop(0),)))
+        for k in range(0, len(segments) - 1, 2):
+            out += [("assistant", (segments[k],)), ("user", (segments[k + 1],))]
+        return out
+
+    @classmethod
+    def of(cls, mix: PromptMix, seed: int) -> ChatLayout:
+        """The layout of ``apply_mix(..., mix, seed)``'s or ``PromptMaker(mix, seed)``'s prompts."""
+        return cls(system_segment_id(seed) if mix.system_tokens else None, mix.turns > 1)
+
+
+def system_segment_id(seed: int) -> int:
+    """The segment id of the system prompt of ``seed`` (the first draw of ``PromptMaker``'s generator)."""
+    return random.Random(f"{seed}:prompts").getrandbits(_ID_BITS)
+
 
 # --- workloads ---------------------------------------------------------------------------------------
 
@@ -255,7 +303,7 @@ class PromptMaker:
 
     def __post_init__(self) -> None:
         self._rng = random.Random(f"{self.seed}:prompts")
-        self._system_id = self._rng.getrandbits(_ID_BITS)
+        self._system_id = self._rng.getrandbits(_ID_BITS)  # = system_segment_id(seed)
         nonce = self.nonce if self.nonce is not None else random.SystemRandom().getrandbits(_ID_BITS)
         self._own = random.Random(nonce)
 

@@ -9,21 +9,29 @@
 * GPU-seconds integrate ``replicas(t) * gpus_per_replica`` over the window; the cost is that at the price
   per GPU-hour, also per million output tokens and per million tokens (prompt plus output).
 * The time series has one row per second of the run: requests sent (the load), requests in flight at the
-  end of the second, the p95 TTFT of requests sent in that second, completions, errors, and the replica
+  end of the second, the p95 TTFT of requests sent in that second, completions, errors, output tokens/s
+  (each request's tokens spread evenly from its first token to its end, so long answers do not make the
+  curve jump), the mean inter-token time (TPOT) of requests that finished that second, and the replica
   count where known.
+* With SLOs (``loadgen.slo``), goodput: requests (and tokens) per second that met all of them, and the
+  attainment of each.
+* CSV: one row per request (``write_requests_csv``) and the summary as ``metric,value`` rows with dotted
+  names (``write_summary_csv``), for a spreadsheet or pandas.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loadgen.client import ERROR_KINDS, RequestRecord, RunResult
+from loadgen.slo import Slos, goodput, meets
 from loadgen.stats import percentile, summary
 
 __all__ = [
@@ -32,8 +40,11 @@ __all__ = [
     "build_report",
     "format_summary",
     "static_replicas",
+    "summary_path",
     "write_json",
     "write_png",
+    "write_requests_csv",
+    "write_summary_csv",
 ]
 
 REPORT_VERSION = 1
@@ -90,6 +101,8 @@ def _timeseries(records: Sequence[RequestRecord], end: float, warmup: float, cos
     completed = [0] * seconds
     errors = [0] * seconds
     tokens = [0] * seconds
+    spread = [0.0] * seconds
+    tpots: list[list[float]] = [[] for _ in range(seconds)]
     ttfts: list[list[float]] = [[] for _ in range(seconds)]
     starts: list[float] = []
     ends: list[float] = []
@@ -105,6 +118,10 @@ def _timeseries(records: Sequence[RequestRecord], end: float, warmup: float, cos
             if rec.ok:
                 completed[f] += 1
                 tokens[f] += rec.output_tokens
+                _spread(spread, rec)
+                tpot = rec.tpot
+                if tpot is not None:
+                    tpots[f].append(tpot)
             else:
                 errors[f] += 1
         ttft = rec.ttft
@@ -121,6 +138,7 @@ def _timeseries(records: Sequence[RequestRecord], end: float, warmup: float, cos
         while i_end < len(ends) and ends[i_end] <= boundary:
             i_end += 1
         ordered = sorted(ttfts[s])
+        tpot_s = sorted(tpots[s])
         rows.append(
             {
                 "t": s,
@@ -129,12 +147,33 @@ def _timeseries(records: Sequence[RequestRecord], end: float, warmup: float, cos
                 "completed": completed[s],
                 "errors": errors[s],
                 "output_tokens": tokens[s],
+                "output_tokens_per_s": _r(spread[s], 3),
                 "ttft_p95_s": _r(percentile(ordered, 95)),
+                "tpot_p50_s": _r(percentile(tpot_s, 50)),
+                "tpot_p95_s": _r(percentile(tpot_s, 95)),
                 "replicas": cost.replicas(s + 0.5),
                 "warmup": s + 1 <= warmup,
             }
         )
     return rows
+
+
+def _spread(per_second: list[float], rec: RequestRecord) -> None:
+    """Add ``rec``'s output tokens to ``per_second``, evenly over its first token to its end."""
+    first, last = rec.first_token, rec.finished
+    if first is None or last is None:
+        return
+    n = len(per_second)
+    if last - first <= 0:
+        per_second[min(int(last), n - 1)] += rec.output_tokens
+        return
+    density = rec.output_tokens / (last - first)
+    s = int(first)
+    while s < n and s < last:
+        overlap = min(last, s + 1.0) - max(first, float(s))
+        if overlap > 0:
+            per_second[s] += density * overlap
+        s += 1
 
 
 def _record(rec: RequestRecord) -> dict[str, Any]:
@@ -144,6 +183,8 @@ def _record(rec: RequestRecord) -> dict[str, Any]:
         "sent": _r(rec.sent),
         "lag": _r(rec.lag),
         "ttft": _r(rec.ttft),
+        "tpot": _r(rec.tpot),
+        "itl_max": _r(rec.max_itl) if rec.ok and rec.chunks > 1 else None,
         "e2e": _r(rec.e2e),
         "prompt_tokens": rec.prompt_tokens,
         "max_tokens": rec.max_tokens,
@@ -165,12 +206,18 @@ def build_report(
     workload: dict[str, Any],
     cost: CostModel | None = None,
     slo_ttft: float | None = None,
+    slos: Slos | None = None,
     notes: Sequence[str] = (),
     error: str | None = None,
     include_records: bool = True,
 ) -> dict[str, Any]:
-    """All figures of ``result`` as a JSON-ready dict (see the module docstring for what counts)."""
+    """All figures of ``result`` as a JSON-ready dict (see the module docstring for what counts).
+
+    ``slo_ttft`` is ``slos`` with ``ttft`` only (kept for the callers that only have a TTFT SLO).
+    """
     cost = cost or CostModel()
+    slos = (slos or Slos()).merged(ttft=slo_ttft)
+    slo_ttft = slos.get("ttft")
     m = result.measurement
     warmup = m.warmup
     records = m.records
@@ -256,12 +303,92 @@ def build_report(
             if slo_ttft is not None and measured
             else None
         ),
+        "goodput": goodput(measured, slos, window) if slos else None,
+        "ttft_cdf_s": _cdf([t for r in ok if (t := r.ttft) is not None]),
         "notes": all_notes,
         "timeseries": _timeseries(records, end, warmup, cost),
     }
     if include_records:
         report["records"] = [_record(r) for r in records]
     return report
+
+
+def _cdf(values: list[float]) -> list[float | None]:
+    """The 0th to 100th percentiles of ``values`` (101 points; empty when there are none)."""
+    ordered = sorted(values)
+    return [_r(percentile(ordered, q)) for q in range(101)] if ordered else []
+
+
+REQUEST_COLUMNS = (
+    "index", "status", "warmup", "scheduled_s", "sent_s", "lag_s", "first_token_s", "finished_s", "ttft_s",
+    "tpot_s", "itl_max_s", "e2e_s", "prompt_tokens", "max_tokens", "output_tokens", "meets_slos", "detail",
+)  # fmt: skip
+
+
+def _request_rows(records: Sequence[RequestRecord], slos: Slos) -> Iterator[list[Any]]:
+    for rec in records:
+        ok = rec.ok
+        good = all(meets(rec, slos).values()) if slos else None
+        yield [
+            rec.index, "ok" if ok else (rec.error or "incomplete"), int(rec.warmup), _r(rec.scheduled), _r(rec.sent),
+            _r(rec.lag), _r(rec.first_token), _r(rec.finished), _r(rec.ttft), _r(rec.tpot),
+            _r(rec.max_itl) if ok and rec.chunks > 1 else None, _r(rec.e2e), rec.prompt_tokens, rec.max_tokens,
+            rec.output_tokens, "" if good is None else int(good), rec.detail or "",
+        ]  # fmt: skip
+
+
+def write_requests_csv(records: Sequence[RequestRecord], path: str | Path, slos: Slos | None = None) -> Path:
+    """One row per request (``REQUEST_COLUMNS``; times in seconds from the run's start); returns the path.
+
+    ``meets_slos`` is 1 or 0 when SLOs were given, else empty; ``warmup`` rows are left out of every figure.
+    """
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(REQUEST_COLUMNS)
+        writer.writerows(["" if v is None else v for v in row] for row in _request_rows(records, slos or Slos()))
+    return out
+
+
+def _flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _flatten(f"{prefix}.{key}" if prefix else str(key), inner)
+    elif isinstance(value, list | tuple):
+        return  # series (time series, CDF, notes) have their own homes: the JSON and the plot
+    else:
+        yield prefix, value
+
+
+_NOT_SUMMARY = {"records", "timeseries", "ttft_cdf_s", "notes", "errors.kinds_explained", "engine_metrics.series"}
+
+
+def summary_rows(report: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The report's scalar figures as ``(dotted.name, value)`` rows, in the report's order."""
+    rows = []
+    for key, value in report.items():
+        if key in _NOT_SUMMARY:
+            continue
+        rows += [(k, v) for k, v in _flatten(key, value) if not any(k.startswith(n + ".") for n in _NOT_SUMMARY)]
+    return rows
+
+
+def summary_path(requests_csv: str | Path) -> Path:
+    """Where the summary CSV goes next to the per-request one: ``r.csv`` -> ``r-summary.csv``."""
+    path = Path(requests_csv)
+    return path.with_name(f"{path.stem}-summary{path.suffix or '.csv'}")
+
+
+def write_summary_csv(report: dict[str, Any], path: str | Path) -> Path:
+    """``metric,value`` rows of the report's scalar figures (``summary_rows``); returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(("metric", "value"))
+        writer.writerows((k, "" if v is None else v) for k, v in summary_rows(report))
+    return out
 
 
 def write_json(report: dict[str, Any], path: str | Path) -> Path:
@@ -272,8 +399,19 @@ def write_json(report: dict[str, Any], path: str | Path) -> Path:
     return out
 
 
+def _replicas_informative(rows: Sequence[dict[str, Any]]) -> bool:
+    """A replicas panel is worth drawing only when there is more than one engine or the count changes."""
+    known = {r["replicas"] for r in rows if r["replicas"] is not None}
+    return len(known) > 1 or any(v > 1 for v in known)
+
+
 def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = None) -> Path:
-    """Plot load, replicas and p95 TTFT over time (matplotlib, Agg backend); returns the path."""
+    """Plot the run (matplotlib, Agg backend); returns the path.
+
+    Panels over time: load (sent/s, in flight), throughput (output tok/s and completed req/s), inter-token
+    time (p50/p95 TPOT of requests finishing each second), p95 TTFT (with the SLO), replicas (only when there
+    is more than one or the count changes), engine metrics when the report has them; then the TTFT CDF.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -282,40 +420,93 @@ def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = N
 
     rows = report["timeseries"]
     t = [r["t"] + 0.5 for r in rows]
-    fig, (ax_load, ax_rep, ax_ttft) = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True, constrained_layout=True)
-    ax_load.step(t, [r["sent"] for r in rows], where="mid", color="tab:blue", label="load (requests sent/s)")
-    ax_load.plot(t, [r["in_flight"] for r in rows], color="tab:orange", label="in flight")
-    ax_load.set_ylabel("requests")
-    ax_load.legend(loc="upper right", fontsize="small")
-    replicas = [r["replicas"] for r in rows]
-    if any(v is not None for v in replicas):
-        ax_rep.step(t, [math.nan if v is None else v for v in replicas], where="mid", color="tab:green")
-        ax_rep.set_ylim(0, max(v for v in replicas if v is not None) * 1.25 + 0.5)
-        ax_rep.yaxis.set_major_locator(MaxNLocator(integer=True))
-    else:
-        ax_rep.text(0.5, 0.5, "replicas unknown", ha="center", va="center", transform=ax_rep.transAxes)
-    ax_rep.set_ylabel("replicas")
-    ttft = [math.nan if r["ttft_p95_s"] is None else r["ttft_p95_s"] * 1e3 for r in rows]
-    ax_ttft.plot(t, ttft, marker=".", color="tab:red", label="p95 TTFT of requests sent that second")
+    nan = math.nan
+
+    def ms(key: str) -> list[float]:
+        return [nan if r.get(key) is None else r[key] * 1e3 for r in rows]
+
+    engine = report.get("engine_metrics") or {}
+    series = engine.get("series") or {}
+    show_replicas = _replicas_informative(rows)
+    names = ["load", "throughput", "itl", "ttft"] + (["replicas"] if show_replicas else []) + (
+        ["engine"] if series else []
+    )  # fmt: skip
+    fig = plt.figure(figsize=(10, 2.3 * (len(names) + 1.3)), constrained_layout=True)
+    grid = fig.add_gridspec(len(names) + 1, 1, height_ratios=[1.0] * len(names) + [1.3])
+    axes: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        axes[name] = fig.add_subplot(grid[i], sharex=axes.get("load"))
+    ax = axes["load"]
+    ax.step(t, [r["sent"] for r in rows], where="mid", color="tab:blue", label="load (requests sent/s)")
+    ax.plot(t, [r["in_flight"] for r in rows], color="tab:orange", label="in flight")
+    ax.set_ylabel("requests")
+    ax.legend(loc="upper right", fontsize="small")
+    ax = axes["throughput"]
+    ax.plot(t, [r.get("output_tokens_per_s") or 0 for r in rows], color="tab:purple", label="output tok/s")
+    ax.set_ylabel("tok/s")
+    ax.set_ylim(bottom=0)
+    ax2 = ax.twinx()
+    ax2.step(t, [r["completed"] for r in rows], where="mid", color="tab:green", label="completed req/s")
+    ax2.set_ylabel("req/s")
+    ax2.set_ylim(bottom=0)
+    ax.legend(handles=[*ax.get_legend_handles_labels()[0], *ax2.get_legend_handles_labels()[0]], loc="upper left",
+              fontsize="small")  # fmt: skip
+    ax = axes["itl"]
+    ax.plot(t, ms("tpot_p50_s"), marker=".", color="tab:cyan", label="p50 TPOT (mean inter-token time)")
+    ax.plot(t, ms("tpot_p95_s"), marker=".", color="tab:blue", label="p95 TPOT, requests ending that second")
+    good = report.get("goodput") or {}
+    for key, color in (("itl", "black"), ("tpot", "grey")):
+        limit = (good.get("slos_s") or {}).get(key)
+        if limit is not None:
+            ax.axhline(limit * 1e3, color=color, linestyle="--", linewidth=1, label=f"{key} SLO {limit * 1e3:g} ms")
+    ax.set_ylabel("inter-token (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", fontsize="small")
+    ax = axes["ttft"]
+    ax.plot(t, ms("ttft_p95_s"), marker=".", color="tab:red", label="p95 TTFT of requests sent that second")
     slo = report.get("slo_ttft_s")
     if slo is not None:
-        ax_ttft.axhline(slo * 1e3, color="black", linestyle="--", linewidth=1, label=f"SLO {slo * 1e3:g} ms")
-    ax_ttft.set_ylabel("p95 TTFT (ms)")
-    ax_ttft.set_xlabel("seconds since start")
-    ax_ttft.set_ylim(bottom=0)
-    ax_ttft.legend(loc="upper left", fontsize="small")
+        ax.axhline(slo * 1e3, color="black", linestyle="--", linewidth=1, label=f"SLO {slo * 1e3:g} ms")
+    ax.set_ylabel("p95 TTFT (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", fontsize="small")
+    if show_replicas:
+        ax = axes["replicas"]
+        replicas = [r["replicas"] for r in rows]
+        ax.step(t, [nan if v is None else v for v in replicas], where="mid", color="tab:green")
+        ax.set_ylim(0, max(v for v in replicas if v is not None) * 1.25 + 0.5)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("replicas")
+    if series:
+        _plot_engine(axes["engine"], series, report)
+    axes[names[-1]].set_xlabel("seconds since start")
     warmup = report.get("warmup_s") or 0
-    for ax in (ax_load, ax_rep, ax_ttft):
-        ax.grid(alpha=0.3)
+    for name in names:
+        axes[name].grid(alpha=0.3)
         if warmup > 0:
-            ax.axvspan(0, warmup, color="grey", alpha=0.15, label="_warm-up")
+            axes[name].axvspan(0, warmup, color="grey", alpha=0.15, label="_warm-up")
     if warmup > 0:
-        ax_load.text(warmup / 2, 0.95, "warm-up", ha="center", va="top", fontsize="small",
-                     transform=ax_load.get_xaxis_transform())  # fmt: skip
+        axes["load"].text(warmup / 2, 0.95, "warm-up", ha="center", va="top", fontsize="small",
+                          transform=axes["load"].get_xaxis_transform())  # fmt: skip
+    ax = fig.add_subplot(grid[len(names)])
+    cdf = report.get("ttft_cdf_s") or []
+    if cdf:
+        ax.plot([v * 1e3 for v in cdf], [q / 100 for q in range(len(cdf))], color="tab:red")
+        if slo is not None:
+            ax.axvline(slo * 1e3, color="black", linestyle="--", linewidth=1, label=f"SLO {slo * 1e3:g} ms")
+            ax.legend(loc="lower right", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no successful request", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("TTFT (ms), measured requests")
+    ax.set_ylabel("share of requests")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
     ttft_p95 = report["ttft_s"].get("p95")
     headline = title or f"{report['target']}: {report['workload'].get('description', '')}"
     if ttft_p95 is not None:
         headline += f"\np95 TTFT {ttft_p95 * 1e3:.0f} ms, {report['throughput']['output_tokens_per_s'] or 0:.0f} tok/s"
+        if not show_replicas and rows and rows[0]["replicas"] is not None:
+            headline += f", {rows[0]['replicas']:g} replica"
     fig.suptitle(headline, fontsize="medium")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -324,8 +515,45 @@ def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = N
     return out
 
 
+def _plot_engine(ax: Any, series: dict[str, list[list[float]]], report: dict[str, Any]) -> None:
+    """The engine's own gauges over the run (``engine_metrics.series``: name -> [[t, value], ...])."""
+    start = report.get("started_at") or 0.0
+    right = None
+    for name, points in series.items():
+        xs = [p[0] - start for p in points]
+        ys = [p[1] for p in points]
+        if name.endswith(("_perc", "usage", "hit_rate")):  # shares 0..1 on their own axis
+            right = right or ax.twinx()
+            right.plot(xs, [y * 100 for y in ys], linestyle="--", label=f"{name} (%)")
+            right.set_ylim(0, 105)
+        else:
+            ax.plot(xs, ys, label=name)
+    ax.set_ylabel("engine (Prometheus)")
+    handles = ax.get_legend_handles_labels()[0] + (right.get_legend_handles_labels()[0] if right else [])
+    ax.legend(handles=handles, loc="upper left", fontsize="x-small")
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1e3:.1f}"
+
+
+def format_goodput(good: dict[str, Any]) -> list[str]:
+    """The goodput lines of the summary: good req/s and tok/s, then attainment per SLO and of all."""
+    slos = good["slos_s"]
+    head = f"{'SLO':14}{'limit':>9}{'attained':>10}"
+    lines = [head]
+    for metric, limit in slos.items():
+        att = good["attainment_by_slo"].get(metric)
+        lines.append(f"{metric:14}{_ms(limit):>6} ms{'-' if att is None else f'{att:.1%}':>10}")
+    att = good["attainment"]
+    lines.append(f"{'all of them':14}{'':>9}{'-' if att is None else f'{att:.1%}':>10}")
+    if good["requests_per_s"] is not None:
+        lines.append(
+            f"Goodput (requests meeting every SLO): {good['requests_per_s']:.2f} req/s, "
+            f"{good['output_tokens_per_s']:.1f} output tokens/s ({good['good_requests']} of "
+            f"{good['measured_requests']} measured requests)"
+        )
+    return lines
 
 
 def format_summary(report: dict[str, Any]) -> str:
@@ -363,7 +591,12 @@ def format_summary(report: dict[str, Any]) -> str:
             line += f", cost {cost['cost']:.4f} at {cost['price_per_gpu_hour']:g}/GPU-hour"
             line += f", {per_m:.4f} per million output tokens" if per_m is not None else ""
         lines.append(line)
-    if report.get("slo_attainment") is not None:
-        lines.append(f"SLO attainment (TTFT <= {report['slo_ttft_s']:g}s): {report['slo_attainment']:.2%}")
+    good = report.get("goodput")
+    if good:
+        lines += format_goodput(good)
+    engine = report.get("engine_metrics") or {}
+    if engine.get("summary"):
+        lines.append(f"Engine metrics from {engine['prometheus_url']} (mean / max over the run):")
+        lines += [f"  {k}: {v['mean']:.3g} / {v['max']:.3g}" for k, v in engine["summary"].items()]
     lines += [f"Note: {n}" for n in report["notes"]]
     return "\n".join(lines)

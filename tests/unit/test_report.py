@@ -112,3 +112,27 @@ def test_asking_for_a_png_without_the_plotting_extra_is_refused_before_anything_
 def test_the_operator_image_carries_no_plotting_libraries() -> None:
     lock = (Path(__file__).resolve().parents[2] / "requirements.lock").read_text().lower()
     assert "matplotlib" not in lock and "numpy" not in lock
+
+
+def test_png_draws_a_replicas_panel_only_when_it_carries_information(tmp_path: Path) -> None:
+    from loadgen.report import _replicas_informative
+
+    records = [record(i, 0.2 * i, ttft=0.05 + 0.01 * i, e2e=0.5) for i in range(30)]
+    one = build_report(result(records, 0.0, 6.6), target="t", model=None, workload={})
+    stepped = build_report(
+        result(records, 0.0, 6.6), target="t", model=None, workload={}, cost=CostModel(replicas=lambda t: 1 + (t > 3))
+    )
+    assert not _replicas_informative(one["timeseries"]) and _replicas_informative(stepped["timeseries"])
+    assert _replicas_informative(build_report(
+        result(records, 0.0, 6.6), target="t", model=None, workload={}, cost=CostModel(replicas=static_replicas(3))
+    )["timeseries"])  # fmt: skip
+    import matplotlib.image
+
+    small = matplotlib.image.imread(write_png(one, tmp_path / "one.png"))
+    tall = matplotlib.image.imread(write_png(stepped, tmp_path / "two.png"))
+    assert tall.shape[0] > small.shape[0]  # one panel more
+    # the time series carries what the throughput and ITL panels draw, and the report a TTFT CDF
+    assert sum(r["output_tokens_per_s"] for r in one["timeseries"]) == pytest.approx(300, rel=0.01)
+    assert one["timeseries"][3]["tpot_p50_s"] is not None
+    cdf = one["ttft_cdf_s"]
+    assert len(cdf) == 101 and cdf[0] == pytest.approx(0.05) and cdf[-1] == pytest.approx(0.34)
