@@ -172,13 +172,24 @@ not_yet_exec() {
   [[ ${exe##*/} == setsid || ${exe##*/} == bash ]]
 }
 
+# exited NAME: the component is gone. Each check reads /proc apart from the other, so an exec landing
+# between them reads as neither (setsid for the first, already the component for the second): only
+# three misses in a row, 0.1 s apart, mean exited (a CI run failed on a single miss, with an empty log).
+exited() {
+  local _
+  for _ in 1 2 3; do
+    if component_alive "$1" || not_yet_exec "$1"; then return 1; fi
+    sleep 0.1
+  done
+}
+
 # wait_for COMPONENT WHAT CMD...: poll CMD until it succeeds; fail (pointing at the
 # component's log) on timeout or when the component has exited.
 wait_for() {
   local name=$1 what=$2; shift 2
   local deadline=$((SECONDS + timeout))
   until "$@" >/dev/null 2>&1; do
-    if ! component_alive "$name" && ! not_yet_exec "$name"; then
+    if exited "$name"; then
       echo "ERROR: $name exited while waiting for $what; see $logs/$name.log:" >&2
       tail -n 20 "$logs/$name.log" | sed 's/^/  | /' >&2
       exit 1
