@@ -83,6 +83,8 @@ CAPACITY_REACH = 0.6
 # Below that reach, the learnt rate may still rise to the rate served x pressure ** -CAPACITY_EXTRAPOLATION
 # (a replica under little pressure serves more than it does now), the pressure taken as at least
 # PRESSURE_FLOOR: at most 1.8x the rate served, so a fleet that idles never claims a rate without bound.
+# The same curve read backwards (pressure grows as rate ** (1 / CAPACITY_EXTRAPOLATION)) says whether one
+# replica fewer would stay within the target; the first estimate, from a fleet sized for the peak, uses it too.
 CAPACITY_EXTRAPOLATION = 0.2
 PRESSURE_FLOOR = 0.05
 # Where the SLO is within reach, the learnt rate aims p95 TTFT at this share of it.
@@ -575,8 +577,12 @@ def _learn_capacity(
     if pressure is None or not (steady or grown or shrunk):
         return capacity
     per_replica = load.rate / ready
+    # What the evidence says one replica serves at the target: the rate served, extrapolated by how far
+    # below the target it runs (a fleet started for the peak runs far below it, and its bare rate per
+    # replica would be learnt as the capacity: a third of the truth on an a10g at a 3 s SLO).
+    extrapolated = per_replica / RATE_FILL * float(max(pressure, PRESSURE_FLOOR) ** -CAPACITY_EXTRAPOLATION)
     if capacity is None:
-        return per_replica / RATE_FILL if steady and tick.backlog_settled else None
+        return extrapolated if steady and tick.backlog_settled else None
     if pressure > 1:
         if grown or per_replica > capacity:
             # A breach while the fleet grows is the lag of a cold start, and one above the learnt rate (a
@@ -601,11 +607,14 @@ def _learn_capacity(
         # Raised only on a window that reflects these replicas, and while no drained backlog is in the rate.
         return capacity
     # Far below the learnt rate, the pressure says little about it: the rate may rise only as far as the
-    # evidence reaches. A replica with little pressure at its rate serves more (``CAPACITY_EXTRAPOLATION``),
-    # and one replica fewer would run at ``rate / (ready - 1)``: a rate up to that lets it go and be tried.
+    # evidence reaches. A replica with little pressure at its rate serves more (``extrapolated``), and one
+    # replica fewer would run at ``rate / (ready - 1)``: a rate up to that lets it go and be tried, if the
+    # curve says those replicas would stay within the target (two replicas at 0.9 of it cannot become one).
     sized_on = max(load.rate, demand.forecast or 0.0)
-    one_fewer = sized_on / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) if ready > 1 else 0.0
-    reach = max(one_fewer, per_replica / RATE_FILL * float(max(pressure, PRESSURE_FLOOR) ** -CAPACITY_EXTRAPOLATION))
+    one_fewer = 0.0
+    if ready > 1 and pressure * (ready / (ready - 1)) ** (1 / CAPACITY_EXTRAPOLATION) <= 1:
+        one_fewer = sized_on / (ready - 1) / (RATE_FILL * (1 - TOLERANCE))
+    reach = max(one_fewer, extrapolated)
     if per_replica < CAPACITY_REACH * capacity and capacity >= reach:
         return capacity
     if load.waiting <= queue_target:

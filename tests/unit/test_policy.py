@@ -564,6 +564,27 @@ def test_a_lightly_loaded_fleet_raises_its_capacity_as_far_as_its_pressure_reach
     assert _decide(idle, beyond).memory.capacity_rps == 1.1  # neither raised nor lowered
 
 
+def test_the_first_capacity_is_extrapolated_from_how_far_below_its_target_the_fleet_runs() -> None:
+    # 4 replicas started for a peak serve 2 req/s (0.5 each) with p95 TTFT at the prefill's own p95: the
+    # bare 0.5 / 90% would be learnt as all a replica serves; the curve reaches 1.8x that (as when raising).
+    memory = _settled(4, demand_level=2.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    idle = _timed(4, ttft=0.3, queue_time=0.0, prefill_p95=0.3, rate=2.0, running=4)
+    assert _decide(idle, memory).memory.capacity_rps == pytest.approx(0.5 / 0.9 * 0.05**-0.2)
+    # At the target (0.96 s of the 1.2 s SLO), what they serve is what they serve.
+    at_target = _timed(4, ttft=0.96, queue_time=0.0, prefill_p95=0.3, rate=2.0, running=4)
+    assert _decide(at_target, memory).memory.capacity_rps == pytest.approx(0.5 / 0.9)
+
+
+def test_replicas_near_their_target_never_learn_the_rate_one_fewer_would_need() -> None:
+    # 2 replicas at 1.8 req/s each, learnt at 2.5: one fewer would need 4.4 req/s. Idle, that is worth a try
+    # (raised 10%); at 0.9 of the target, the curve says one replica would be far over it: not raised.
+    memory = _settled(2, capacity_rps=2.5, demand_level=3.6, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    idle = _timed(2, ttft=0.3, queue_time=0.0, prefill_p95=0.3, rate=3.6, running=8)
+    near = _timed(2, ttft=0.9, queue_time=0.0, prefill_p95=0.3, rate=3.6, running=8)
+    assert _decide(idle, memory).memory.capacity_rps == pytest.approx(2.75)
+    assert _decide(near, memory).memory.capacity_rps == 2.5
+
+
 def test_a_scale_down_that_breaks_the_target_teaches_the_rate_it_broke_at() -> None:
     # Learnt at 7 req/s a replica, the fleet went down to 2 replicas for 8 req/s; 30 s later, both busy and
     # nothing queued, p95 TTFT is 1.15 s where the target leaves 0.96 s: 4 req/s each is already too much.
