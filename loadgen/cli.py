@@ -255,6 +255,8 @@ def add_sweep_parser(sub: Any) -> None:
     _add_prompt_args(p)
     _add_slo_args(p)
     p.add_argument("--json", metavar="OUT", help="write the steps and the verdict here")
+    p.add_argument("--csv", metavar="OUT", help="write one row per step here (its figures and why it saturated)")
+    p.add_argument("--png", metavar="OUT", help="plot achieved rate and TTFT against the offered rate here")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -642,6 +644,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "interrupted": interrupted,
         }
         print(f"JSON report: {write_json(report, args.json)}", file=sys.stderr)
+    if args.csv and steps:
+        print(f"CSV: {rate_sweep.write_steps_csv(steps, args.csv)}", file=sys.stderr)
+    if args.png and steps:
+        title = f"loadgen sweep: {model or args.url}"
+        print(f"Plot: {rate_sweep.write_steps_png(steps, verdict, args.png, title=title)}", file=sys.stderr)
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_OK if verdict.knee_rps is not None else EXIT_FAILED

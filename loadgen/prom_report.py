@@ -2,10 +2,12 @@
 
 ``loadgen run --prometheus-url URL`` asks Prometheus, once the run is over, for these series over the run's
 span (``query_range``, a point every ``step`` seconds) and puts them in the report (``engine_metrics``: the
-queries, a summary per series and the series themselves, which the PNG draws). The names are the
+queries, a summary per series and the series themselves, which the PNG draws), for whichever of vLLM, TGI,
+SGLang and llama.cpp exported them. The names are the
 engines' own (``inferscale.promql`` cites where each is read; the prefix-cache counters are vLLM V1's
 ``vllm:prefix_cache_queries``/``hits``, in tokens, ``vllm/v1/metrics/loggers.py``). A series no engine
-exported (TGI has no prefix-cache counter; an old vLLM has ``vllm:gpu_cache_usage_perc``) is left out.
+exported (TGI has no prefix-cache counter; an old vLLM has ``vllm:gpu_cache_usage_perc``; llama.cpp's
+``requests_deferred`` are its queue) is left out.
 
 Building the queries and reading the answers is pure (``queries``, ``parse_range``, ``summarize``);
 ``fetch`` is the one function that talks to Prometheus.
@@ -19,6 +21,11 @@ from typing import Any
 
 import httpx
 from inferscale.promql import (
+    LLAMACPP_DEFERRED,
+    LLAMACPP_PROCESSING,
+    SGLANG_QUEUE,
+    SGLANG_RUNNING,
+    SGLANG_TOKEN_USAGE,
     TGI_BATCH_SIZE,
     TGI_QUEUE_SIZE,
     VLLM_KV_CACHE,
@@ -53,6 +60,11 @@ def queries(selector: str = "", rate_window: str = "1m") -> dict[str, str]:
         "vllm:prefix_cache_hit_rate": f"{rate(VLLM_PREFIX_HITS)} / {rate(VLLM_PREFIX_QUERIES)}",
         "tgi_batch_current_size": f"sum({TGI_BATCH_SIZE}{sel})",
         "tgi_queue_size": f"sum({TGI_QUEUE_SIZE}{sel})",
+        "sglang:num_running_reqs": f"sum({SGLANG_RUNNING}{sel})",
+        "sglang:num_queue_reqs": f"sum({SGLANG_QUEUE}{sel})",
+        "sglang:token_usage": f"avg({SGLANG_TOKEN_USAGE}{sel})",
+        "llamacpp:requests_processing": f"sum({LLAMACPP_PROCESSING}{sel})",
+        "llamacpp:requests_deferred": f"sum({LLAMACPP_DEFERRED}{sel})",
     }
 
 

@@ -26,10 +26,12 @@ time ``budget``; one bisection between the knee and the saturated rate refines i
 from __future__ import annotations
 
 import asyncio
+import csv
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from loadgen.client import LiveProgress, RequestRecord, StreamingClient, run_open_loop
@@ -38,7 +40,18 @@ from loadgen.slo import Slos, meets
 from loadgen.stats import percentile
 from loadgen.traffic import Constant, LengthDist, build_schedule
 
-__all__ = ["Criteria", "StepResult", "SweepVerdict", "find_knee_rate", "rates", "saturation", "step_result", "sweep"]
+__all__ = [
+    "Criteria",
+    "StepResult",
+    "SweepVerdict",
+    "find_knee_rate",
+    "rates",
+    "saturation",
+    "step_result",
+    "sweep",
+    "write_steps_csv",
+    "write_steps_png",
+]
 
 MAX_LAG_P99_S = 0.010
 MAX_ERROR_RATE = 0.01
@@ -308,3 +321,59 @@ def format_table(steps: Sequence[StepResult], verdict: SweepVerdict, criteria: C
             + (f"saturated at {verdict.reason}" if verdict.found else verdict.reason)
         )
     return "\n".join(lines)
+
+
+def write_steps_csv(steps: Sequence[StepResult], path: str | Path, criteria: Criteria = Criteria()) -> Path:
+    """One row per step, by offered rate: its figures (seconds, req/s) and why it saturated (empty if not)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    columns = [f.name for f in fields(StepResult)]
+    with out.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([*columns, "saturated"])
+        for step in sorted(steps, key=lambda x: x.offered_rps):
+            row = step.as_dict()
+            writer.writerow([*("" if row[c] is None else row[c] for c in columns), saturation(step, criteria) or ""])
+    return out
+
+
+def write_steps_png(
+    steps: Sequence[StepResult], verdict: SweepVerdict, path: str | Path, *, title: str | None = None
+) -> Path:
+    """Achieved against offered rate (the diagonal is keeping up) and TTFT p50/p95 per step, the knee marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ordered = sorted(steps, key=lambda x: x.offered_rps)
+    offered = [s.offered_rps for s in ordered]
+    fig, (rate_ax, ttft_ax) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    rate_ax.plot(offered, offered, color="grey", linestyle=":", label="offered (keeping up)")
+    rate_ax.plot(offered, [s.achieved_rps for s in ordered], marker="o", label="achieved")
+    if any(s.goodput_rps is not None for s in ordered):
+        rate_ax.plot(offered, [s.goodput_rps for s in ordered], marker="s", label="goodput (all SLOs met)")
+    rate_ax.set_ylabel("req/s")
+    # Shaded from halfway between the last step that kept up and the first saturated one, to the right edge.
+    first = next((i for i, s in enumerate(ordered) if saturation(s) is not None), None)
+    right = offered[-1] * 1.05
+    for ax in (rate_ax, ttft_ax):
+        if verdict.knee_rps is not None:
+            ax.axvline(verdict.knee_rps, color="tab:green", linestyle="--", label=f"knee {verdict.knee_rps:g} req/s")
+        if first is not None:
+            left = (offered[first - 1] + offered[first]) / 2 if first else offered[first] * 0.95
+            ax.axvspan(left, right, color="tab:red", alpha=0.08)
+        ax.set_xlim(right=right)
+    for label, values in (("p50", [s.ttft_p50_s for s in ordered]), ("p95", [s.ttft_p95_s for s in ordered])):
+        ttft_ax.plot(offered, [None if v is None else v * 1e3 for v in values], marker="o", label=f"TTFT {label}")
+    ttft_ax.set_ylabel("TTFT (ms)")
+    ttft_ax.set_xlabel("offered rate (req/s); shaded: saturated")
+    rate_ax.legend(loc="upper left", fontsize="small")
+    ttft_ax.legend(loc="upper left", fontsize="small")
+    fig.suptitle(title or "loadgen sweep")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

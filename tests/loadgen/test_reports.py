@@ -118,7 +118,8 @@ def test_sweep_steps_the_rate_up_until_the_engine_saturates_and_reports_the_knee
     out = tmp_path / "sweep.json"
     code = main(
         ["sweep", url, "--rates", "2,4,8,16", "--duration", "4", "--warmup", "1", "--prompt-tokens", "32",
-         "--output-tokens", "24", "--no-refine", "--no-progress", "--json", str(out)]
+         "--output-tokens", "24", "--no-refine", "--no-progress", "--json", str(out), "--csv", str(tmp_path / "s.csv"),
+         "--png", str(tmp_path / "s.png")]
     )  # fmt: skip
     assert code == EXIT_OK
     report = json.loads(out.read_text())
@@ -133,3 +134,9 @@ def test_sweep_steps_the_rate_up_until_the_engine_saturates_and_reports_the_knee
     assert report["knee_concurrency_mean"] == pytest.approx(4 * knee["e2e_p95_s"], rel=0.6)
     stdout = capsys.readouterr().out
     assert "Knee: 4 req/s at" in stdout and "saturated at 8 req/s" in stdout
+    # The CSV has a row per step with the JSON's figures and why the last one saturated; the PNG is drawn.
+    rows = list(csv.DictReader((tmp_path / "s.csv").open()))
+    assert [float(r["offered_rps"]) for r in rows] == offered
+    assert [float(r["achieved_rps"]) for r in rows] == [s["achieved_rps"] for s in report["steps"]]
+    assert rows[0]["saturated"] == "" and rows[-1]["saturated"] == high["saturated"]
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -16,6 +16,11 @@ def test_queries_use_the_engines_names_and_the_selector() -> None:
         'sum(rate(vllm:prefix_cache_queries_total{namespace="ml"}[1m]))'
     )
     assert queries()["tgi_queue_size"] == "sum(tgi_queue_size)"
+    # SGLang's and llama.cpp's queue and running requests, under their own names.
+    assert queries('job="x"')["sglang:num_queue_reqs"] == 'sum(sglang:num_queue_reqs{job="x"})'
+    assert queries()["sglang:token_usage"] == "avg(sglang:token_usage)"
+    assert queries()["llamacpp:requests_deferred"] == "sum(llamacpp:requests_deferred)"
+    assert queries()["llamacpp:requests_processing"] == "sum(llamacpp:requests_processing)"
 
 
 def test_answers_are_read_with_nan_points_dropped_and_errors_named() -> None:
