@@ -351,6 +351,9 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
         parent = await asyncio.to_thread(kube.get, f"{GROUP}/{VERSION}", KIND, namespace, owner["name"])
     except NotFound:
         return  # being deleted; the garbage collector takes the Deployment next
+    except KubeError as error:
+        _readiness_not_recorded(logger, f"{namespace}/{owner['name']}", error)
+        return
     if parent["metadata"]["uid"] != owner["uid"]:
         return
     if parent["metadata"].get("deletionTimestamp"):
@@ -372,12 +375,21 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
     except NotFound:
         return  # deleted meanwhile
     except KubeError as error:
-        # Event handlers are not retried; the Deployment's next change (or the next
-        # resume) writes the counts again.
-        logger.warning(f"Recording readiness of {KIND} {namespace}/{owner['name']} failed: {error}")
+        _readiness_not_recorded(logger, f"{namespace}/{owner['name']}", error)
         return
     if became and ready.reason in REFUSALS:
         await _post_events(kube, parent["metadata"], [Event("Warning", ready.reason, ready.message)], logger)
+
+
+def _readiness_not_recorded(logger: kopf.Logger, service: str, error: KubeError) -> None:
+    # Event handlers are not retried: the Deployment's next event writes the counts again, and a watch
+    # that reconnects after an outage lists every Deployment anew. An API server that did not answer
+    # (no status) is already said once, by kopf's watch retries and the tick's summary: a line per
+    # service would repeat it (an event in flight when the API server went away ends here).
+    if error.status is None:
+        logger.debug(f"Readiness of {KIND} {service} not recorded, the API server did not answer: {error}")
+    else:
+        logger.warning(f"Recording readiness of {KIND} {service} failed: {error}")
 
 
 # --- level-triggered children: put back what drifted ------------------------------------

@@ -185,7 +185,7 @@ def test_every_service_comes_out_of_one_fixed_set_of_queries(fleet: Fleet) -> No
         ("team-c", "partial"),
         ("team-c", "doomed"),
     }
-    assert after - before == len(fleet.signals.queries) == 14
+    assert after - before == len(fleet.signals.queries) == 15
 
 
 def test_vllm_signals_are_summed_over_replicas(fleet: Fleet) -> None:
