@@ -14,15 +14,20 @@ discrete-event fleet simulator (advanced from event to event, hours of trace in 
 How an engine step is modelled (one iteration of the scheduler, as in vLLM V1's ``Scheduler.schedule``):
 
 1. Running requests are served first, in admission order: a decoding request needs one token of KV; a
-   prefilling one gets the rest of its prompt, cut to the chunked-prefill budget. When the KV cache has no
+   prefilling one gets the rest of its prompt, cut to what is left of the step's token budget
+   (``max_num_batched_tokens``: decodes take their one token each first). When the KV cache has no
    free block for a request, the most recently admitted running request is preempted (recompute: its
    blocks are freed and it goes back to the front of the waiting queue, to re-prefill prompt plus output).
 2. If nothing was preempted, waiting requests are admitted first-come-first-served while fewer than
    ``max_num_seqs`` are running, the token budget lasts and their (chunk of) prompt fits in the KV cache.
-3. The step takes ``step(d) = step(1) + growth * (d - 1)`` for ``d`` decoding sequences, plus
-   ``overhead + p / rate`` when it carries ``p`` prompt tokens: a new prompt delays the decode step of the
-   whole batch, as it does in a real engine. Tokens are produced at the end of the step; a request whose
-   prompt is complete samples its first token then.
+3. The step is one forward pass over every token scheduled in it, as in vLLM V1 ("There's no decoding
+   phase nor prefill phase in the scheduler", ``vllm/v1/core/sched/scheduler.py``): with ``d`` sequences
+   decoding and ``p`` prompt tokens it takes ``step(d) + p / rate``, where ``step(d) = step(1) + growth *
+   (d - 1)`` (``EngineProfile.step_split``). A new prompt adds only its own tokens' compute to the batch's
+   step, never a second pass; a long prompt is cut to what the budget leaves and finishes over several
+   steps, each one a decode step for the others. A pass with prompt tokens only costs ``overhead + p /
+   rate``. Tokens are produced at the end of the step; a request whose prompt is complete samples its first
+   token then.
 
 Prefix caching (continuous batching only, on by default as in vLLM V1): a request submitted with
 ``block_keys`` (one key per full block of its prompt, ``loadgen.prompts.block_keys`` or the simulator's
@@ -623,9 +628,7 @@ class EngineModel:
                 budget -= n
         if not work:
             return None
-        prof = self.profile
-        decode_s = prof.decode_step_time(decode_seqs) if decode_seqs else 0.0
-        prefill_s = prof.prefill_time(prefill_tokens)
+        decode_s, prefill_s = self.profile.step_split(decode_seqs, prefill_tokens)
         uniform = prefill_seqs == 0
         steps = self._uniform_run_length(work) if uniform and not preempted else 1
         return _Run(
