@@ -7,7 +7,8 @@ flags the run used. The figures are computed the way the benchmark computed them
 one output token, throughput over the run from the first send to the last reply).
 
 * F2, F3 (LambdaLabsML/vllm-benchmark, H100 SXM, Llama-3-8B-Instruct bf16, vLLM v0.6.0, ``--max-model-len
-  2048``, ``--max-num-seqs 256``): 10 and 640 ShareGPT prompts sent at once. The requests are the run's own
+  2048``, ``--max-num-seqs 1024``): 10 and 640 ShareGPT prompts sent at once, and the same repository's runs
+  of 80 and 320 (rows F3/80, F3/320). The requests are the run's own
   (``input_lens``/``output_lens`` of its result JSON, in ``bench/data``); an output of 0 tokens (an empty
   reply) is simulated as one token and, as the benchmark did, counted with a TTFT of 0.
 * F6 (yobitelcomm/bench concurrency-sweep, H100 80GB HBM3, Llama-3.1-8B-Instruct fp16, vLLM 0.21.0): a
@@ -144,15 +145,6 @@ def closed_loop(profile: EngineProfile, clients: int, requests: int, prompt: int
 
 
 @dataclass(frozen=True)
-class Figure:
-    row: str
-    name: str
-    published: float
-    unit: str
-    measure: Callable[[Result], float]
-
-
-@dataclass(frozen=True)
 class Condition:
     row: str
     describe: str
@@ -167,7 +159,7 @@ def _out_tps(r: Result) -> float:
 
 def conditions() -> list[Condition]:
     data = json.loads(DATA.read_text())
-    p10, p640 = data["prompt_10"], data["prompt_640"]
+    p10 = data["prompt_10"]
     # The LambdaLabs runs (vLLM v0.6.0): --max-model-len 2048 and benchmark.py's --max-num-seqs 1024 (its
     # default at 29dd18a; the F3 result itself needs more than 256: every TTFT is under 5.6 s while the median
     # latency is 8.7 s). Chunked prefill was off (v0.6 enabled it only past 32k context), so a prefill step
@@ -186,23 +178,35 @@ def conditions() -> list[Condition]:
                 ("TPOT median", 7.56, "ms", lambda r: ms * statistics.median(r.tpots())),
                 ("output tok/s", 347.9, "tok/s", _out_tps),
             ),
-        ),
-        Condition(
-            "F3",
-            "640 ShareGPT prompts at once (129,604 in / 125,783 out tokens)",
-            lambda prof: burst(prof, p640["input_lens"], p640["output_lens"]),
-            lambda_flags,
-            (
-                ("requests/s", 39.6, "req/s", lambda r: len(r.output) / r.duration),
-                ("output tok/s", 7790, "tok/s", _out_tps),
-                ("input tok/s", 8027, "tok/s", lambda r: sum(r.prompt) / r.duration),
-                ("TTFT mean", 3017, "ms", lambda r: ms * statistics.fmean(r.ttfts())),
-                ("TTFT p99", 5108, "ms", lambda r: ms * percentile(r.ttfts(), 99)),
-                ("TPOT median", 33.3, "ms", lambda r: ms * statistics.median(r.tpots())),
-                ("TPOT p99", 676, "ms", lambda r: ms * percentile(r.tpots(), 99)),
-            ),
-        ),
+        )
     ]
+    # The same runs at 80, 320 and 640 prompts (F3 is the 640; the other two are its repository's files
+    # for the same model, GPU and day): req/s, output and input tok/s, TTFT mean and p99, TPOT median and p99.
+    bursts = {
+        "F3/80": ("prompt_80", (11.88, 2098, 2895, 536.0, 733.5, 9.94, 109.3)),
+        "F3/320": ("prompt_320", (29.52, 6027, 6049, 1628.5, 2550.9, 20.03, 389.4)),
+        "F3": ("prompt_640", (39.64, 7790, 8027, 3017.1, 5108.1, 33.34, 676.0)),
+    }
+    for row, (key, (rps, out_tps, in_tps, ttft, ttft99, tpot, tpot99)) in bursts.items():
+        run = data[key]
+        n = len(run["input_lens"])
+        found.append(
+            Condition(
+                row,
+                f"{n} ShareGPT prompts at once ({sum(run['input_lens']):,} in / {sum(run['output_lens']):,} out)",
+                lambda prof, run=run: burst(prof, run["input_lens"], run["output_lens"]),  # type: ignore[misc]
+                lambda_flags,
+                (
+                    ("requests/s", rps, "req/s", lambda r: len(r.output) / r.duration),
+                    ("output tok/s", out_tps, "tok/s", _out_tps),
+                    ("input tok/s", in_tps, "tok/s", lambda r: sum(r.prompt) / r.duration),
+                    ("TTFT mean", ttft, "ms", lambda r: ms * statistics.fmean(r.ttfts())),
+                    ("TTFT p99", ttft99, "ms", lambda r: ms * percentile(r.ttfts(), 99)),
+                    ("TPOT median", tpot, "ms", lambda r: ms * statistics.median(r.tpots())),
+                    ("TPOT p99", tpot99, "ms", lambda r: ms * percentile(r.tpots(), 99)),
+                ),
+            )
+        )
     # vLLM V1's defaults for the OpenAI server on an H100 (vllm/engine/arg_utils.py): 1024 sequences, 8192
     # batched tokens per step, chunked prefill on.
     v1_flags = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
@@ -236,7 +240,7 @@ def main() -> int:
     only = set(args.only.split(",")) if args.only else None
     started = time.perf_counter()
     errors: list[float] = []
-    print(f"{'row':4} {'figure':20} {'published':>10} {'simulated':>10} {'unit':5} {'error':>6}  condition")
+    print(f"{'row':6} {'figure':20} {'published':>10} {'simulated':>10} {'unit':5} {'error':>6}  condition")
     for cond in conditions():
         if only and cond.row not in only:
             continue
@@ -248,7 +252,7 @@ def main() -> int:
             errors.append(abs(error))
             flag = "" if abs(error) <= WITHIN else " *"
             print(
-                f"{cond.row:4} {name:20} {published:>10,.1f} {simulated:>10,.1f} {unit:5} "
+                f"{cond.row:6} {name:20} {published:>10,.1f} {simulated:>10,.1f} {unit:5} "
                 f"{error * 100:>+5.0f}%{flag:2} {cond.describe}"
             )
     print(UNMODELLED)
