@@ -17,8 +17,9 @@ one output token, throughput over the run from the first send to the last reply)
   TTFT p50 + 127 x TPOT p50) and prompts of 128 tokens (an assumption: "short"; TTFT at concurrency 1 is
   14 ms, which bounds it to a few hundred tokens at most).
 
-Not modelled, and so part of the error: the HTTP front end (F1: a third of wall time before v0.6), the
-client's own gap between requests in a closed loop, multi-step scheduling's bursts (F2's ITL).
+Not modelled, and so part of the error: the front end's jitter (it is a fixed ``frontend_s``), the
+client's own gap between requests in a closed loop, multi-step scheduling's bursts (F2's ITL), and vLLM
+v0.6's prompt-only steps (the model schedules as V1).
 
 Prints one line per figure (published, simulated, error) and last
 ``figures=N within_10pct=K median_error_pct=E``.
@@ -48,8 +49,8 @@ UNMODELLED = """\
      as V1 does (decodes first, prompts in the budget left), so no request's TPOT holds those pauses.
   F6 c=1 output tok/s: the run's own TTFT and TPOT give 153 tok/s for back-to-back 128-token replies; the
      published 122 holds a gap between requests on the client side.
-  F6 c=4 TTFT: the front end (HTTP, tokenising, the hand-off to the engine: most of c=1's 14 ms) is paid by
-     every request; the model charges a prompt joining a batch only its tokens' share of the step.
+  F6 c=4 TTFT: the front end (HTTP, tokenising, the hand-off to the engine) is a fixed 7.5 ms here; the
+     run's spread (p99 32 ms against p50 23 ms) is jitter in the front end and the client, which it has not.
   F3 TTFT p99 and F2 TPOT median: not explained here (v0.6's prompt-first steps would admit the last
      prompts sooner than V1's budget does; F2's TPOT is an older, slower vLLM than F6's 6.5 ms).
   F6 c=16, c=64: that setup is capped at ~1,350 output tok/s from concurrency 16 on (F3 gets 7,790 on the

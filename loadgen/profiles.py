@@ -53,6 +53,10 @@ class EngineProfile:
     """KV-cache block size in tokens (vLLM's default)."""
     knee_concurrency: int | None = None
     """Published or derived concurrency where latency starts to degrade, if known."""
+    frontend_s: float = 0.0
+    """The front end's latency, paid by every request whatever the batch: the HTTP server, tokenising, the
+    hand-off to the engine core and the tokens' way back. Modelled as a delay before the scheduler can take
+    the request (the way back folded in: TTFT and end-to-end latency see it, TPOT does not)."""
     sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -72,6 +76,7 @@ class EngineProfile:
             "prefill_overhead_s": self.prefill_overhead_s,
             "cold_start_s": self.cold_start_s,
             "cold_start_uncached_s": self.cold_start_uncached_s,
+            "frontend_s": self.frontend_s,
         }
         for field, value in non_negative.items():
             if value < 0:
@@ -157,6 +162,7 @@ class EngineProfile:
             f"KV {self.kv_capacity_tokens:,} tokens, max_num_seqs={self.max_num_seqs}, "
             f"max_model_len={self.max_model_len}, chunked prefill budget={chunk}, "
             f"cold start {self.cold_start_s:g}s"
+            + (f", front end {self.frontend_s * 1e3:.1f}ms" if self.frontend_s else "")
         )
 
 
@@ -173,6 +179,7 @@ A10G_LLAMA3_8B_AWQ = EngineProfile(
     # (D) A100 rate from F4 (1,369 tokens in 127 - 10 ms = 11.7k tok/s) x 125/312 (A10 vs A100 dense FP16)
     # = 4.7k, cut for AWQ dequantisation overhead; range 2.5-4.7k.
     prefill_rate_tps=3500.0,
+    # No published TTFT to tell the front end (frontend_s) from the pass: both are in these 15 ms.
     prefill_overhead_s=0.015,
     # (D) section 4: 22.5 GiB visible x 0.9 - 5.7 GiB AWQ weights - 1.5 activations - 0.35 non-torch = 12.7 GiB
     # at 128 KiB/token (32 layers x 8 KV heads x 128 x 2 x bf16) = ~100k tokens; cross-check from vLLM
@@ -210,10 +217,14 @@ H100_LLAMA3_8B_BF16 = EngineProfile(
     # (10.9 - 6.5) / 15 = 0.3 ms is not the GPU: from concurrency 16 on that setup is capped at ~1,350 tok/s,
     # where F3 gets 7,790 on the same GPU and model.
     decode_growth_s=0.000045,
-    # (D) fits F2 (a prompt-only pass: 10 ms + 1,369/25k = 65 ms vs 62 ms measured) and F6 (14 ms TTFT on
-    # short prompts); F3's 8,027 prompt tok/s alongside decoding within 1% (bench/fidelity.py).
+    # (D) fits F2 (front end + a prompt-only pass: 7.5 + 1.5 + 1,369/25k = 64 ms vs 62 ms measured) and F6
+    # (14 ms TTFT on short prompts); F3's 8,027 prompt tok/s alongside decoding within 1% (bench/fidelity.py).
     prefill_rate_tps=25_000.0,
-    prefill_overhead_s=0.010,
+    # (D) F6's TTFT at concurrency 1, 14.0 ms = front end + overhead + 128/25k, and at 4, 22.8 ms = front end +
+    # the wait for a step boundary + a mixed step (6.6 + 5.1 ms): front end ~7.5 ms, overhead ~1.5 ms. Before
+    # the front end was modelled, the 10 ms it and the overhead make was charged to every prompt-only pass.
+    prefill_overhead_s=0.0015,
+    frontend_s=0.0075,
     # (D) section 4: 71.27 GiB usable - 14.99 GiB weights - ~2.4 activations - 0.16 = ~53.7 GiB at 128 KiB
     # per token = ~440k tokens.
     kv_capacity_tokens=440_000,

@@ -89,7 +89,7 @@ def test_one_request_follows_the_profile_formulas() -> None:
     model.submit("r", prompt_tokens=1000, max_tokens=50, at=0.0)
     events = run_until_idle(model)
 
-    ttft = H100.prefill_overhead_s + 1000 / H100.prefill_rate_tps
+    ttft = H100.frontend_s + H100.prefill_overhead_s + 1000 / H100.prefill_rate_tps
     [first] = of(FirstToken, events)
     assert first.t == pytest.approx(ttft)
     tokens = of(Token, events)
@@ -110,7 +110,7 @@ def test_decode_step_grows_with_the_batch() -> None:
     events = run_until_idle(model)
     assert len({e.t for e in of(Scheduled, events)}) == 1  # arrivals at one instant share the first step
     [prefill_done] = {e.t for e in of(FirstToken, events)}
-    assert prefill_done == pytest.approx(H100.prefill_time(4 * 200))
+    assert prefill_done == pytest.approx(H100.frontend_s + H100.prefill_time(4 * 200))
     batch_of_four = H100.decode_step_s + 3 * H100.decode_growth_s
     times = sorted({e.t for e in of(Token, events)})
     gaps = [b - a for a, b in itertools.pairwise(times)]
@@ -144,7 +144,9 @@ def test_chunked_prefill_splits_a_long_prompt_over_steps() -> None:
     events = run_until_idle(model)
     [first] = of(FirstToken, events)
     # three chunks (2048 + 2048 + 904), each paying the per-step prefill overhead
-    assert first.t == pytest.approx(3 * profile.prefill_overhead_s + 5000 / profile.prefill_rate_tps)
+    assert first.t == pytest.approx(
+        profile.frontend_s + 3 * profile.prefill_overhead_s + 5000 / profile.prefill_rate_tps
+    )
 
 
 def test_requests_beyond_max_num_seqs_wait_in_a_fifo_queue() -> None:
@@ -220,9 +222,10 @@ def test_abort_frees_the_slot_for_the_next_request() -> None:
     assert not model.abort("a", at=model.now)
 
 
-def test_jumping_between_events_matches_stepping_and_polling() -> None:
+@pytest.mark.parametrize("frontend", [0.0, 0.012])
+def test_jumping_between_events_matches_stepping_and_polling(frontend: float) -> None:
     """A DES (token_events off, jumps) and a polling server see the same first tokens and finishes."""
-    profile = dataclasses.replace(A10G, kv_capacity_tokens=12_000, max_num_seqs=12)  # tight KV: preemptions
+    profile = dataclasses.replace(A10G, kv_capacity_tokens=12_000, max_num_seqs=12, frontend_s=frontend)
     rng = random.Random(7)
     workload, t = [], 0.0
     for i in range(150):
@@ -323,11 +326,16 @@ def test_profiles_are_consistent_and_cite_sources() -> None:
 
 @pytest.mark.parametrize("mode", list(BatchingMode))
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_traffic_with_aborts_keeps_the_books_straight(mode: BatchingMode, seed: int) -> None:
+@pytest.mark.parametrize("frontend", [0.0, 0.003])
+def test_random_traffic_with_aborts_keeps_the_books_straight(mode: BatchingMode, seed: int, frontend: float) -> None:
     """Every request ends exactly once; tokens arrive in order; the KV cache is never over-committed."""
     rng = random.Random(seed)
     profile = dataclasses.replace(
-        TEST_PROFILE, kv_capacity_tokens=3000, max_num_seqs=6, max_num_batched_tokens=rng.choice([None, 256])
+        TEST_PROFILE,
+        kv_capacity_tokens=3000,
+        max_num_seqs=6,
+        max_num_batched_tokens=rng.choice([None, 256]),
+        frontend_s=frontend,
     )
     model = EngineModel(profile, mode=mode)
     t, submitted, events = 0.0, [], []
@@ -375,3 +383,20 @@ def test_the_h100_profile_serves_the_published_640_prompt_burst_at_its_published
     assert throughput == pytest.approx(7790, rel=0.10)
     tpots = [(done[i] - first[i]) / (o - 1) for i, o in enumerate(run["output_lens"]) if o > 1]
     assert statistics.median(tpots) == pytest.approx(0.0333, rel=0.10)
+
+
+def test_the_front_end_delays_every_request_by_the_same_latency_whatever_the_batch() -> None:
+    profile = dataclasses.replace(H100, frontend_s=0.008)
+    alone = EngineModel(profile)
+    alone.submit("a", prompt_tokens=128, max_tokens=4, at=0.0)
+    [first] = of(FirstToken, run_until_idle(alone))
+    assert first.t == pytest.approx(0.008 + profile.prefill_time(128))
+    busy = EngineModel(profile)
+    busy.submit("old", prompt_tokens=128, max_tokens=200, at=0.0)
+    busy.advance(0.1)
+    busy.submit("new", prompt_tokens=128, max_tokens=4, at=0.1)
+    events = run_until_idle(busy)
+    [scheduled] = [e for e in of(Scheduled, events) if e.request_id == "new"]
+    [joined] = [e for e in of(FirstToken, events) if e.request_id == "new"]
+    assert 0.108 <= scheduled.t < 0.108 + profile.decode_step_time(1) + 1e-9  # the first step after the front end
+    assert joined.t - scheduled.t == pytest.approx(profile.step_time(1, 128))
