@@ -158,7 +158,7 @@ class EngineProfile:
         chunk = "off" if self.max_num_batched_tokens is None else str(self.max_num_batched_tokens)
         return (
             f"{self.name}: step(1)={self.decode_step_s * 1e3:.1f}ms +{self.decode_growth_s * 1e3:.3g}ms/seq, "
-            f"prefill {self.prefill_rate_tps:,.0f} tok/s +{self.prefill_overhead_s * 1e3:.0f}ms, "
+            f"prefill {self.prefill_rate_tps:,.0f} tok/s +{self.prefill_overhead_s * 1e3:.3g}ms, "
             f"KV {self.kv_capacity_tokens:,} tokens, max_num_seqs={self.max_num_seqs}, "
             f"max_model_len={self.max_model_len}, chunked prefill budget={chunk}, "
             f"cold start {self.cold_start_s:g}s"
