@@ -533,7 +533,8 @@ class EngineModel:
         boundary after ``at`` if it could join."""
         run = self._run
         if run is None:
-            self._boundary = max(self._boundary, at)  # planned lazily, see _advance_to
+            # Planned lazily (see _advance_to), once the queue's head is through the front end.
+            self._boundary = max(self._boundary, self._waiting[0].ready)
             return
         if self.mode is BatchingMode.NAIVE:
             return  # nothing joins a static batch

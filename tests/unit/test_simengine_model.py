@@ -400,3 +400,13 @@ def test_the_front_end_delays_every_request_by_the_same_latency_whatever_the_bat
     [joined] = [e for e in of(FirstToken, events) if e.request_id == "new"]
     assert 0.108 <= scheduled.t < 0.108 + profile.decode_step_time(1) + 1e-9  # the first step after the front end
     assert joined.t - scheduled.t == pytest.approx(profile.step_time(1, 128))
+
+
+def test_a_second_request_in_the_front_end_does_not_hold_back_the_first() -> None:
+    profile = dataclasses.replace(H100, frontend_s=0.008)
+    model = EngineModel(profile)
+    model.submit("a", prompt_tokens=128, max_tokens=4, at=0.0)
+    model.submit("b", prompt_tokens=128, max_tokens=4, at=0.002)
+    scheduled = {e.request_id: e.t for e in of(Scheduled, run_until_idle(model))}
+    assert scheduled["a"] == pytest.approx(0.008)
+    assert scheduled["b"] == pytest.approx(0.008 + profile.prefill_time(128))  # the first step after 0.010
