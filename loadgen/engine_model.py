@@ -14,15 +14,23 @@ discrete-event fleet simulator (advanced from event to event, hours of trace in 
 How an engine step is modelled (one iteration of the scheduler, as in vLLM V1's ``Scheduler.schedule``):
 
 1. Running requests are served first, in admission order: a decoding request needs one token of KV; a
-   prefilling one gets the rest of its prompt, cut to the chunked-prefill budget. When the KV cache has no
+   prefilling one gets the rest of its prompt, cut to what is left of the step's token budget
+   (``max_num_batched_tokens``: decodes take their one token each first). When the KV cache has no
    free block for a request, the most recently admitted running request is preempted (recompute: its
    blocks are freed and it goes back to the front of the waiting queue, to re-prefill prompt plus output).
 2. If nothing was preempted, waiting requests are admitted first-come-first-served while fewer than
    ``max_num_seqs`` are running, the token budget lasts and their (chunk of) prompt fits in the KV cache.
-3. The step takes ``step(d) = step(1) + growth * (d - 1)`` for ``d`` decoding sequences, plus
-   ``overhead + p / rate`` when it carries ``p`` prompt tokens: a new prompt delays the decode step of the
-   whole batch, as it does in a real engine. Tokens are produced at the end of the step; a request whose
-   prompt is complete samples its first token then.
+3. The step is one forward pass over every token scheduled in it, as in vLLM V1 ("There's no decoding
+   phase nor prefill phase in the scheduler", ``vllm/v1/core/sched/scheduler.py``): with ``d`` sequences
+   decoding and ``p`` prompt tokens it takes ``step(d) + p / rate``, where ``step(d) = step(1) + growth *
+   (d - 1)`` (``EngineProfile.step_split``). A new prompt adds only its own tokens' compute to the batch's
+   step, never a second pass; a long prompt is cut to what the budget leaves and finishes over several
+   steps, each one a decode step for the others. A pass with prompt tokens only costs ``overhead + p /
+   rate``. Tokens are produced at the end of the step; a request whose prompt is complete samples its first
+   token then.
+
+A request reaches the scheduler ``frontend_s`` after it is submitted (the profile's front-end latency:
+HTTP, tokenising, the hand-off to the engine core), whatever the batch.
 
 Prefix caching (continuous batching only, on by default as in vLLM V1): a request submitted with
 ``block_keys`` (one key per full block of its prompt, ``loadgen.prompts.block_keys`` or the simulator's
@@ -269,6 +277,8 @@ class _Request:
     prompt: int
     max_tokens: int
     arrival: float
+    ready: float = 0.0
+    """When the scheduler can first take it: ``arrival`` plus the profile's ``frontend_s``."""
     target: int = 0
     """Tokens whose KV must be computed before the next token can be sampled: prompt + generated."""
     generated: int = 0
@@ -379,11 +389,18 @@ class EngineModel:
         if request_id in self._requests:
             raise ValueError(f"request id {request_id!r} is already in the engine; ids must be unique")
         self._advance_to(at, "submit")
-        req = _Request(rid=request_id, prompt=prompt_tokens, max_tokens=max_tokens, arrival=at, keys=block_keys)
+        req = _Request(
+            rid=request_id,
+            prompt=prompt_tokens,
+            max_tokens=max_tokens,
+            arrival=at,
+            ready=at + self.profile.frontend_s,
+            keys=block_keys,
+        )
         self._requests[request_id] = req
         self._waiting.append(req)
         self.counters.submitted += 1
-        self._reconsider(at)
+        self._reconsider(req.ready)
 
     def abort(self, request_id: RequestId, *, at: float) -> bool:
         """The client went away at ``at``: drop the request. Returns False if it is no longer here.
@@ -427,8 +444,13 @@ class EngineModel:
             return self._now
         run = self._run
         if run is None:
-            if not (self._waiting or self._running) or not self._plan(self._boundary):
+            if not (self._waiting or self._running):
                 return None
+            if not self._plan(self._boundary):
+                wake = self._head_ready_after(self._boundary)
+                if wake is None or not self._plan(wake):
+                    return None
+                self._boundary = wake
             run = self._run
             assert run is not None
         if self.token_events:
@@ -473,8 +495,13 @@ class EngineModel:
             if run is None:
                 # Plan lazily: a step starting exactly at ``t`` is planned by a later call, so requests
                 # submitted at the same instant all join it.
-                if self._boundary >= t or not self._plan(self._boundary):
+                if self._boundary >= t:
                     break
+                if not self._plan(self._boundary):
+                    wake = self._head_ready_after(self._boundary)
+                    if wake is None:
+                        break
+                    self._boundary = wake  # idle until the queue's head is through the front end
                 continue
             n = self._steps_done_by(run, t)
             if n == 0:
@@ -495,11 +522,19 @@ class EngineModel:
         done = int((t - run.start) / run.duration + _EPS)
         return max(1, min(done, run.steps))
 
+    def _head_ready_after(self, start: float) -> float | None:
+        """When the queue's head clears the front end, if that is after ``start`` (else ``None``)."""
+        if self._waiting and self._waiting[0].ready > start + _EPS:
+            return self._waiting[0].ready
+        return None
+
     def _reconsider(self, at: float) -> None:
-        """A new request at ``at``: plan now if idle, else re-plan at the next step boundary if it could join."""
+        """A request the scheduler can take from ``at``: plan then if idle, else re-plan at the first step
+        boundary after ``at`` if it could join."""
         run = self._run
         if run is None:
-            self._boundary = max(self._boundary, at)  # planned lazily, see _advance_to
+            # Planned lazily (see _advance_to), once the queue's head is through the front end.
+            self._boundary = max(self._boundary, self._waiting[0].ready)
             return
         if self.mode is BatchingMode.NAIVE:
             return  # nothing joins a static batch
@@ -587,6 +622,8 @@ class EngineModel:
             cache = self._cache
             while waiting and budget > 0 and len(running) < limit:
                 req = waiting[0]
+                if req.ready > start + _EPS:
+                    break  # still in the front end (FIFO: so is everyone behind it)
                 hit = idle = 0
                 if cache is not None and req.computed == 0:
                     if req.keys:
@@ -623,11 +660,12 @@ class EngineModel:
                 budget -= n
         if not work:
             return None
-        prof = self.profile
-        decode_s = prof.decode_step_time(decode_seqs) if decode_seqs else 0.0
-        prefill_s = prof.prefill_time(prefill_tokens)
+        decode_s, prefill_s = self.profile.step_split(decode_seqs, prefill_tokens)
         uniform = prefill_seqs == 0
         steps = self._uniform_run_length(work) if uniform and not preempted else 1
+        wake = self._head_ready_after(start) if steps > 1 and len(running) < self.profile.max_num_seqs else None
+        if wake is not None:  # the queue's head clears the front end mid-run: re-plan at that boundary
+            steps = min(steps, max(1, math.ceil((wake - start) / (decode_s + prefill_s) - _EPS)))
         return _Run(
             start=start,
             duration=decode_s + prefill_s,
@@ -696,6 +734,8 @@ class EngineModel:
             batch: list[_Request] = []
             while self._waiting and len(batch) < self.profile.max_num_seqs:
                 req = self._waiting[0]
+                if req.ready > start + _EPS:
+                    break
                 need = -(-(req.prompt + req.max_tokens) // self._bs)
                 if need > self._free_blocks:
                     break
