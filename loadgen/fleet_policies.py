@@ -319,10 +319,10 @@ class KedaQueueDepth(_Hpa):
 
 
 def unloaded_ttft(profile: EngineProfile, prompt_tokens: int) -> float:
-    """TTFT of a request alone on an idle engine: its prefill, chunk by chunk."""
+    """TTFT of a request alone on an idle engine: the front end, then its prefill, chunk by chunk."""
     budget = profile.max_num_batched_tokens
     chunks = 1 if budget is None else max(1, math.ceil(prompt_tokens / budget))
-    return chunks * profile.prefill_overhead_s + prompt_tokens / profile.prefill_rate_tps
+    return profile.frontend_s + chunks * profile.prefill_overhead_s + prompt_tokens / profile.prefill_rate_tps
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,14 +195,15 @@ def test_a_workload_keeps_the_traces_bursts_and_drops_its_swings_of_rate() -> No
     assert max(first) == pytest.approx(max(second[1:]) * 59 / 60)
 
 
-def test_unloaded_ttft_is_what_an_idle_engine_takes() -> None:
+@pytest.mark.parametrize("profile", [A10G, get_profile("h100-llama3-8b-bf16")], ids=lambda p: p.name)
+def test_unloaded_ttft_is_what_an_idle_engine_takes(profile: Any) -> None:
     for prompt in (1, 900, 2048, 2049, 7000):
-        model = EngineModel(A10G, token_events=False)
+        model = EngineModel(profile, token_events=False)
         model.submit("r", prompt, 2, at=0.0)
         first = None
         while first is None and (t := model.next_event_time()) is not None:
             first = next((e.t for e in model.advance(t) if type(e).__name__ == "FirstToken"), None)
-        assert first == pytest.approx(unloaded_ttft(A10G, prompt))
+        assert first == pytest.approx(unloaded_ttft(profile, prompt))  # the h100's front end included
     assert math.ceil(7000 / 2048) == 4  # four chunks of chunked prefill
 
 
