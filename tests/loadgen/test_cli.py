@@ -81,7 +81,10 @@ def test_server_dying_mid_run_is_counted_and_the_run_finishes(simengine: StartEn
          "--warmup", "0", "--prompt-tokens", "8", "--output-tokens", "4", "--json", str(out_json), "--no-progress"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(1.5)
+    # Killed once the engine has served 20 (about 1 s of the schedule), however long the CLI took to start.
+    deadline = time.monotonic() + 20
+    while _served(url) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
     proc.kill()
     stdout, _ = cli.communicate(timeout=30)
     assert cli.returncode == EXIT_OK, stdout
@@ -138,6 +141,21 @@ def test_interrupting_a_run_keeps_what_was_measured(simengine: StartEngine, tmp_
     assert report["status"] == "interrupted"
     assert 10 <= report["requests"]["succeeded"] < 1200
     assert report["requests"]["scheduled"] == 1200
+
+
+def _served(url: str) -> float:
+    """The engine's own count of finished requests (``vllm:request_success_total``, summed over reasons)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    except (urllib.error.URLError, OSError):
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:request_success_total{")
+    )
 
 
 def _prefix_counters(url: str) -> tuple[float, float]:
