@@ -48,6 +48,7 @@ from inferscale.autoscaler import ServiceView, memory_from, plan_service
 from inferscale.policy import Memory
 from inferscale.promql import ServiceSignals, Signal
 from inferscale.replicas import ReplicaCounts
+from inferscale.settings import SCALING
 
 from loadgen.engine_model import validate_request
 from loadgen.fleet import FleetConfig, FleetResult, FleetView, Scale, simulate
@@ -114,8 +115,8 @@ class InferscalePolicy:
         self,
         spec: InferenceServiceSpec,
         *,
-        stale_after_s: float = 60.0,
-        ttft_window_s: float = 120.0,
+        stale_after_s: float = SCALING.stale_after_seconds,
+        ttft_window_s: float = float(SCALING.ttft_window_seconds),
         epoch: datetime = EPOCH,
     ) -> None:
         self.spec = spec

@@ -144,6 +144,8 @@ from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from inferscale.settings import SCALING
+
 # --- metric names -------------------------------------------------------------------
 
 VLLM_WAITING = "vllm:num_requests_waiting"
@@ -229,13 +231,13 @@ class QueryOptions(BaseModel):
 
     window_seconds: Annotated[
         int, Field(ge=2, le=3600, description="Range of rate() and of the TTFT histogram; a few scrape intervals.")
-    ] = 120
+    ] = SCALING.ttft_window_seconds
     ttft_quantile: Annotated[
         float, Field(gt=0, lt=1, description="Quantile of TTFT reported, and of prefill time (to compare them).")
     ] = 0.95
     max_sample_age_seconds: Annotated[
         float, Field(gt=0, le=3600, description="A signal whose oldest sample is older than this is stale.")
-    ] = 60.0
+    ] = SCALING.stale_after_seconds
     namespace_label: str = "namespace"
     service_label: str = "service"
     pod_label: str = "pod"
