@@ -22,8 +22,8 @@ import httpx
 import pytest
 from inferscale.metrics import PrometheusConfig, PrometheusSignals, QueryOptions
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import ROOT, STATE, condition, get_json, kubectl
-from tests.support import wait_for
 
 ENGINES_DIR = STATE / "engines"
 PROMETHEUS = f"http://127.0.0.1:{os.environ.get('INFERSCALE_PROMETHEUS_PORT', '19090')}"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
-from tests.support import free_port
+from loadgen.processes import free_port
 
 from .conftest import ROOT, StartEngine
 
