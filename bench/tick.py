@@ -1,13 +1,13 @@
 """One scaling tick of the operator against a real Prometheus holding series for N InferenceServices.
 
-What is measured is ``handlers.plan_tick``, the half of the operator's tick (``handlers._tick``) that reads
+What is measured is ``handlers.plan_tick``, the half of the operator's tick (``handlers.run_tick``) that reads
 and decides, for every service at once, called in this process on its own event loop: it sends
 ``PrometheusSignals.fetch_all`` (the fixed query set) to a thread and meanwhile builds the ServiceViews
-from the (here synthetic) kopf indexes (``handlers._views``, every spec parsed, as each tick does), runs
+from the (here synthetic) kopf indexes (``handlers.service_views``, every spec parsed, as each tick does), runs
 ``plan_service`` per service, and sends the per-pod load query (once, to a thread, at the first service
 that scales down) while it plans the rest. It uses the operator's own configuration objects
 (``OperatorConfig``, so ``parallel_queries`` and the timeouts are the operator's defaults). To time the
-parts, ``handlers._views``, ``handlers.plan_service``, ``fetch_all``, ``pod_load`` and the client's
+parts, ``handlers.service_views``, ``handlers.plan_service``, ``fetch_all``, ``pod_load`` and the client's
 ``instant_query`` are wrapped (a few microseconds each). The other half of the tick, the Kubernetes
 writes (Deployment patches, status writes, Events, deletion costs: ``handlers._act``), is out of scope:
 it goes to the API server, not to Prometheus, and its cost depends on the cluster, not on this code.
@@ -568,10 +568,10 @@ class Ticker:
         self.fetch_all = signals.fetch_all = Spans(signals.fetch_all)
         self.pod_load = signals.pod_load = Spans(signals.pod_load)
         self.plan_service = Spans(plan_service)
-        real_views = handlers._views
+        real_views = handlers.service_views
         self.views = Spans(lambda indexes: iter(list(real_views(indexes))))
         setattr(handlers, "plan_service", self.plan_service)  # noqa: B010 (the name plan_tick calls)
-        handlers._views = self.views
+        handlers.service_views = self.views
         self.logger = logging.getLogger("bench.tick")
 
     def tick(self) -> TickResult:

@@ -140,7 +140,7 @@ def test_interrupting_a_run_keeps_what_was_measured(simengine: StartEngine, tmp_
     assert report["requests"]["scheduled"] == 1200
 
 
-def _prefix_counters(url: str) -> tuple[float, float]:
+def prefix_counters(url: str) -> tuple[float, float]:
     import urllib.request
 
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
@@ -161,10 +161,10 @@ def test_the_engine_finds_a_shared_system_prompt_in_its_cache_and_nothing_of_dis
               "--prompt-tokens", "256", "--output-tokens", "2", "--no-progress", "--json"]  # fmt: skip
     assert main([*common, str(tmp_path / "distinct.json")]) == EXIT_OK
     distinct = json.loads((tmp_path / "distinct.json").read_text())["workload"]
-    assert _prefix_counters(url) == (20 * 256, 0)
+    assert prefix_counters(url) == (20 * 256, 0)
     assert distinct["prompt_tokens_reusable"] == 0
     assert main([*common, str(tmp_path / "shared.json"), "--system-prompt-tokens", "192"]) == EXIT_OK
     shared = json.loads((tmp_path / "shared.json").read_text())["workload"]
     # The first request computes the 192-token system prompt (12 blocks); the other 19 find it cached.
     assert shared["prompt_tokens_reusable"] == 19 * 192
-    assert _prefix_counters(url) == (40 * 256, 19 * 192)
+    assert prefix_counters(url) == (40 * 256, 19 * 192)
