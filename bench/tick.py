@@ -643,7 +643,7 @@ def wait_for_quiet(limit: float, seconds: float) -> str:
 
 def run(args: argparse.Namespace, workdir: Path, started_at: float) -> str:
     from inferscale.config import OperatorConfig
-    from inferscale.metrics import PrometheusSignals
+    from inferscale.prometheus import PrometheusSignals
 
     services = fleet(args.services, args.replicas_per_service, args.tgi_share)
     tgi = sum(1 for s in services if s.engine == "tgi")

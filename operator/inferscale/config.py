@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from inferscale.metrics import PrometheusConfig
+from inferscale.prometheus import PrometheusConfig
 from inferscale.promql import QueryOptions
 from inferscale.settings import ScalingSettings
 

@@ -48,7 +48,7 @@ from inferscale.autoscaler import Event, Plan, ServiceView, plan_service
 from inferscale.config import OperatorConfig
 from inferscale.drift import Drift, drift
 from inferscale.kube import Kube, KubeError, NotFound
-from inferscale.metrics import MetricsError, PrometheusSignals
+from inferscale.prometheus import MetricsError, PrometheusSignals
 from inferscale.promql import ServiceKey, ServiceSignals
 from inferscale.replicas import assess, tally
 from inferscale.status import (

@@ -6,7 +6,7 @@ their histograms have different buckets, which one histogram_quantile cannot mix
 p95 prefill time (vLLM's and TGI's), and one for freshness, each aggregated
 `by (namespace, service)`, so one answer covers every service. vLLM, TGI, SGLang, llama.cpp
 and DCGM feed the same signal names; an engine without a signal leaves it missing. Nothing here talks to a
-server; `metrics` sends the queries and hands the answers back to `parse_signals`.
+server; `prometheus` sends the queries and hands the answers back to `parse_signals`.
 
 Freshness: every sample of one scrape carries the scrape's time, so one timestamp per
 source (the engine's waiting gauge, DCGM's utilisation) dates all the signals from it;

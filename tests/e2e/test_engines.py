@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
-from inferscale.metrics import PrometheusConfig, PrometheusSignals, QueryOptions
+from inferscale.prometheus import PrometheusConfig, PrometheusSignals
+from inferscale.promql import QueryOptions
 
 from loadgen.processes import wait_for
 from tests.e2e.conftest import ROOT, STATE, condition, get_json, kubectl

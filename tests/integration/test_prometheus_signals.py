@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from inferscale.metrics import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
+from inferscale.prometheus import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
 from inferscale.promql import QueryOptions, ServiceSignals, Signal
 
 from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS

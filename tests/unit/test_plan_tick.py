@@ -16,8 +16,8 @@ from inferscale import handlers
 from inferscale.autoscaler import ServiceView
 from inferscale.config import OperatorConfig
 from inferscale.kube import KubeError
-from inferscale.metrics import MetricsUnavailable
 from inferscale.policy import Memory, Reason
+from inferscale.prometheus import MetricsUnavailable
 from inferscale.promql import ServiceKey, ServiceSignals, Signal
 
 LOGGER = logging.getLogger("test_plan_tick")
