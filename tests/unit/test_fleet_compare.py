@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from inferscale.config import OperatorConfig
 from inferscale.policy import DEFAULT_STALE_AFTER, DEFAULT_TTFT_WINDOW
 
@@ -88,6 +89,8 @@ def test_the_simulator_ticks_and_windows_as_the_deployed_operator_does(monkeypat
         monkeypatch.delenv(name, raising=False)
     operator = OperatorConfig()
     assert (operator.tick_seconds, operator.ttft_window_seconds, operator.stale_after_seconds) == (15, 120, 60)
+    chart = yaml.safe_load((Path(__file__).resolve().parents[2] / "charts/inferscale/values.yaml").read_text())
+    assert chart["tickSeconds"] == operator.tick_seconds  # the chart sets it explicitly
     assert (operator.ttft_window, operator.stale_after) == (DEFAULT_TTFT_WINDOW, DEFAULT_STALE_AFTER)
     queries = operator.query_options()
     assert (queries.window_seconds, queries.max_sample_age_seconds) == (120, 60)
