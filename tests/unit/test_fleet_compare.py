@@ -8,9 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-from inferscale.config import OperatorConfig
-from inferscale.policy import DEFAULT_STALE_AFTER, DEFAULT_TTFT_WINDOW
 
 from loadgen import simulate_cli
 from loadgen.fleet_compare import Comparison, Settings, compare, default_spec, engine_for, format_table
@@ -82,26 +79,6 @@ def test_bigger_batches_on_one_replica_wreck_the_tail(comparison: Comparison) ->
 
 
 # --- the command ---------------------------------------------------------------------------------------
-
-
-def test_the_simulator_ticks_and_windows_as_the_deployed_operator_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("INFERSCALE_TICK_SECONDS", "INFERSCALE_TTFT_WINDOW_SECONDS", "INFERSCALE_STALE_AFTER_SECONDS"):
-        monkeypatch.delenv(name, raising=False)
-    operator = OperatorConfig()
-    assert (operator.tick_seconds, operator.ttft_window_seconds, operator.stale_after_seconds) == (15, 120, 60)
-    chart = yaml.safe_load((Path(__file__).resolve().parents[2] / "charts/inferscale/values.yaml").read_text())
-    assert chart["tickSeconds"] == operator.tick_seconds  # the chart sets it explicitly
-    assert (operator.ttft_window, operator.stale_after) == (DEFAULT_TTFT_WINDOW, DEFAULT_STALE_AFTER)
-    queries = operator.query_options()
-    assert (queries.window_seconds, queries.max_sample_age_seconds) == (120, 60)
-    profile = get_profile("a10g-llama3-8b-awq")
-    settings = Settings(profile=profile, spec=default_spec(profile, SLO), slo_ttft_s=SLO)
-    assert (settings.tick_s, settings.ttft_window_s, settings.stale_after_s) == (15, 120, 60)
-    assert (settings.fleet(1).tick_s, settings.fleet(1).ttft_window_s) == (15, 120)
-    parser = argparse.ArgumentParser(prog="loadgen")
-    simulate_cli.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["simulate", "--trace", str(TRACE), "--json", "out.json"])
-    assert (args.tick, args.ttft_window) == (15, 120)
 
 
 def simulate(*argv: str) -> int:
