@@ -97,7 +97,7 @@ from inferscale import promql
 from inferscale.settings import SCALING
 
 from loadgen import processes
-from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
+from loadgen.engine_metrics import VLLM_HELP, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
 from loadgen.processes import die_with_parent, stop_process
 from loadgen.testing import (
     DCGM_HEADER,
@@ -230,6 +230,21 @@ class Family:
         return self.header + "".join(lines)
 
 
+# The vLLM families the exporters serve: the ones the operator's queries read.
+VLLM_FAMILIES = (
+    (promql.VLLM_WAITING, "gauge"),
+    (promql.VLLM_RUNNING, "gauge"),
+    (promql.VLLM_KV_CACHE_OLD, "gauge"),
+    (promql.VLLM_KV_CACHE, "gauge"),
+    (promql.VLLM_PROMPT_TOKENS, "counter"),
+    (promql.VLLM_GENERATION_TOKENS, "counter"),
+    (promql.VLLM_REQUEST_SUCCESS, "counter"),
+    (promql.VLLM_TTFT, "histogram"),
+    (promql.VLLM_QUEUE_TIME, "histogram"),
+    (promql.VLLM_PREFILL_TIME, "histogram"),
+)
+
+
 def _created(counter: str) -> str:
     """prometheus_client's creation-time series of a counter: `x_total` has `x_created`."""
     return counter.removesuffix("_total") + "_created"
@@ -246,21 +261,7 @@ def _families(kind: str, names: Sequence[tuple[str, str, str]]) -> dict[str, Fam
 
 def shard_families(services: Sequence[Service], shard: int, shards: int) -> tuple[list[Family], list[Family]]:
     """The engine families and the DCGM family of one exporter process's share of the fleet."""
-    vllm = _families(
-        "vllm",
-        [
-            (promql.VLLM_WAITING, "gauge", "Number of requests waiting to be processed."),
-            (promql.VLLM_RUNNING, "gauge", "Number of requests in model execution batches."),
-            (promql.VLLM_KV_CACHE_OLD, "gauge", "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED."),
-            (promql.VLLM_KV_CACHE, "gauge", "KV-cache usage. 1 means 100 percent usage."),
-            (promql.VLLM_PROMPT_TOKENS, "counter", "Number of prefill tokens processed."),
-            (promql.VLLM_GENERATION_TOKENS, "counter", "Number of generation tokens processed."),
-            (promql.VLLM_REQUEST_SUCCESS, "counter", "Count of successfully processed requests."),
-            (promql.VLLM_TTFT, "histogram", "Histogram of time to first token in seconds."),
-            (promql.VLLM_QUEUE_TIME, "histogram", "Histogram of time spent in WAITING phase for request."),
-            (promql.VLLM_PREFILL_TIME, "histogram", "Histogram of time spent in PREFILL phase for request."),
-        ],
-    )
+    vllm = _families("vllm", [(name, kind, VLLM_HELP[name]) for name, kind in VLLM_FAMILIES])
     tgi = _families(
         "tgi",
         [

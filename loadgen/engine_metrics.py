@@ -44,6 +44,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from loadgen.engine_model import EngineSnapshot, FinishReason, Step
 
 __all__ = [
+    "VLLM_HELP",
     "VLLM_METRICS_VERSIONS",
     "EngineMetrics",
     "LlamacppMetrics",
@@ -103,6 +104,22 @@ class EngineMetrics(Protocol):
 
 # --- vLLM ----------------------------------------------------------------------------------------------
 
+# vLLM's HELP text of the families the operator reads (vllm/v1/metrics/loggers.py), which the fakes in
+# loadgen.testing and bench/tick.py serve too.
+VLLM_HELP = {
+    promql.VLLM_WAITING: "Number of requests waiting to be processed.",
+    promql.VLLM_RUNNING: "Number of requests in model execution batches.",
+    promql.VLLM_KV_CACHE_OLD: (
+        "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead."
+    ),
+    promql.VLLM_KV_CACHE: "KV-cache usage. 1 means 100 percent usage.",
+    promql.VLLM_PROMPT_TOKENS: "Number of prefill tokens processed.",
+    promql.VLLM_GENERATION_TOKENS: "Number of generation tokens processed.",
+    promql.VLLM_REQUEST_SUCCESS: "Count of successfully processed requests.",
+    promql.VLLM_TTFT: "Histogram of time to first token in seconds.",
+    promql.VLLM_QUEUE_TIME: "Histogram of time spent in WAITING phase for request.",
+    promql.VLLM_PREFILL_TIME: "Histogram of time spent in PREFILL phase for request.",
+}
 # vllm/v1/metrics/loggers.py
 VLLM_TTFT_BUCKETS = [
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
@@ -184,13 +201,13 @@ class VllmMetrics(_Quiet):
         def histogram(name: str, doc: str, buckets: Sequence[float]) -> Histogram:
             return Histogram(name, doc, names, buckets=buckets, registry=reg).labels(*values)
 
-        self.running = gauge(promql.VLLM_RUNNING, "Number of requests in model execution batches.")
-        self.waiting = gauge(promql.VLLM_WAITING, "Number of requests waiting to be processed.")
+        self.running = gauge(promql.VLLM_RUNNING, VLLM_HELP[promql.VLLM_RUNNING])
+        self.waiting = gauge(promql.VLLM_WAITING, VLLM_HELP[promql.VLLM_WAITING])
         self.gpu_cache_usage: Gauge | None = None
         if legacy:
             self.gpu_cache_usage = gauge(
                 promql.VLLM_KV_CACHE_OLD,
-                "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+                VLLM_HELP[promql.VLLM_KV_CACHE_OLD],
             )
             self.gpu_prefix_queries = counter(
                 "vllm:gpu_prefix_cache_queries",
@@ -202,17 +219,17 @@ class VllmMetrics(_Quiet):
                 "GPU prefix cache hits, in terms of number of cached tokens. "
                 "DEPRECATED: Use vllm:prefix_cache_hits instead.",
             )
-        self.kv_cache_usage = gauge(promql.VLLM_KV_CACHE, "KV-cache usage. 1 means 100 percent usage.")
+        self.kv_cache_usage = gauge(promql.VLLM_KV_CACHE, VLLM_HELP[promql.VLLM_KV_CACHE])
         self.prefix_queries = counter(
             "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
         )
         self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
-        self.prompt_tokens = counter(promql.VLLM_PROMPT_TOKENS, "Number of prefill tokens processed.")
-        self.generation_tokens = counter(promql.VLLM_GENERATION_TOKENS, "Number of generation tokens processed.")
+        self.prompt_tokens = counter(promql.VLLM_PROMPT_TOKENS, VLLM_HELP[promql.VLLM_PROMPT_TOKENS])
+        self.generation_tokens = counter(promql.VLLM_GENERATION_TOKENS, VLLM_HELP[promql.VLLM_GENERATION_TOKENS])
         success = Counter(
             promql.VLLM_REQUEST_SUCCESS,
-            "Count of successfully processed requests.",
+            VLLM_HELP[promql.VLLM_REQUEST_SUCCESS],
             [*names, "finished_reason"],
             registry=reg,
         )
@@ -239,7 +256,7 @@ class VllmMetrics(_Quiet):
         self.params_max_tokens = histogram(
             "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", token_buckets
         )
-        self.ttft = histogram(promql.VLLM_TTFT, "Histogram of time to first token in seconds.", VLLM_TTFT_BUCKETS)
+        self.ttft = histogram(promql.VLLM_TTFT, VLLM_HELP[promql.VLLM_TTFT], VLLM_TTFT_BUCKETS)
         self.itl: Histogram | None = None
         self.tpot: Histogram | None = None
         self.request_tpot: Histogram | None = None
@@ -267,7 +284,7 @@ class VllmMetrics(_Quiet):
         )
         self.queue_time = histogram(
             promql.VLLM_QUEUE_TIME,
-            "Histogram of time spent in WAITING phase for request.",
+            VLLM_HELP[promql.VLLM_QUEUE_TIME],
             VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.inference_time = histogram(
@@ -277,7 +294,7 @@ class VllmMetrics(_Quiet):
         )
         self.prefill_time = histogram(
             promql.VLLM_PREFILL_TIME,
-            "Histogram of time spent in PREFILL phase for request.",
+            VLLM_HELP[promql.VLLM_PREFILL_TIME],
             VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.decode_time = histogram(

@@ -52,7 +52,7 @@ from inferscale.promql import (
     VLLM_WAITING,
 )
 
-from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS, tgi_duration_buckets
+from loadgen.engine_metrics import VLLM_HELP, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS, tgi_duration_buckets
 from loadgen.processes import free_port, stop_process
 
 __all__ = [
@@ -269,71 +269,43 @@ class VllmExporter:
             base = {"engine": "0", "model_name": self.model}
             lines: list[str] = []
 
-            def family(name: str, kind: str, help_text: str, samples: list[str]) -> None:
+            def family(name: str, kind: str, samples: list[str], help_of: str = "") -> None:
+                help_text = VLLM_HELP[help_of or name]
                 lines.extend([f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples])
 
-            def counter(total: str, help_text: str, values: list[tuple[dict[str, str], float]]) -> None:
-                family(total, "counter", help_text, [f"{total}{_labels(lb)} {v!r}" for lb, v in values])
-                created = total.removesuffix("_total") + "_created"
-                family(created, "gauge", help_text, [f"{created}{_labels(lb)} {self._created!r}" for lb, _ in values])
+            def gauge(name: str, value: float) -> None:
+                family(name, "gauge", [f"{name}{_labels(base)} {value!r}"])
 
-            family(
-                VLLM_WAITING,
-                "gauge",
-                "Number of requests waiting to be processed.",
-                [f"{VLLM_WAITING}{_labels(base)} {self.waiting!r}"],
-            )
+            def counter(total: str, values: list[tuple[dict[str, str], float]]) -> None:
+                family(total, "counter", [f"{total}{_labels(lb)} {v!r}" for lb, v in values])
+                created = total.removesuffix("_total") + "_created"
+                samples = [f"{created}{_labels(lb)} {self._created!r}" for lb, _ in values]
+                family(created, "gauge", samples, help_of=total)
+
+            gauge(VLLM_WAITING, self.waiting)
             if self.only_waiting:
                 return "\n".join(lines) + "\n"
-            family(
-                VLLM_RUNNING,
-                "gauge",
-                "Number of requests in model execution batches.",
-                [f"{VLLM_RUNNING}{_labels(base)} {self.running!r}"],
-            )
+            gauge(VLLM_RUNNING, self.running)
             if "old" in self.kv_names:
-                family(
-                    VLLM_KV_CACHE_OLD,
-                    "gauge",
-                    "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
-                    [f"{VLLM_KV_CACHE_OLD}{_labels(base)} {self._old_kv()!r}"],
-                )
+                gauge(VLLM_KV_CACHE_OLD, self._old_kv())
             if "new" in self.kv_names:
-                family(
-                    VLLM_KV_CACHE,
-                    "gauge",
-                    "KV-cache usage. 1 means 100 percent usage.",
-                    [f"{VLLM_KV_CACHE}{_labels(base)} {self.kv_cache!r}"],
-                )
-            counter(VLLM_PROMPT_TOKENS, "Number of prefill tokens processed.", [(base, self._prompt)])
-            counter(VLLM_GENERATION_TOKENS, "Number of generation tokens processed.", [(base, self._generated)])
+                gauge(VLLM_KV_CACHE, self.kv_cache)
+            counter(VLLM_PROMPT_TOKENS, [(base, self._prompt)])
+            counter(VLLM_GENERATION_TOKENS, [(base, self._generated)])
             counter(
                 VLLM_REQUEST_SUCCESS,
-                "Count of successfully processed requests.",
                 [
                     ({**base, "finished_reason": "stop"}, self._success * 0.75),
                     ({**base, "finished_reason": "length"}, self._success * 0.25),
                     ({**base, "finished_reason": "abort"}, 0.0),
                 ],
             )
-            family(
-                VLLM_TTFT,
-                "histogram",
-                "Histogram of time to first token in seconds.",
-                self._ttft.lines(VLLM_TTFT, base),
-            )
-            family(
-                VLLM_QUEUE_TIME,
-                "histogram",
-                "Histogram of time spent in WAITING phase for request.",
-                self._queue.lines(VLLM_QUEUE_TIME, base),
-            )
-            family(
-                VLLM_PREFILL_TIME,
-                "histogram",
-                "Histogram of time spent in PREFILL phase for request.",
-                self._prefill.lines(VLLM_PREFILL_TIME, base),
-            )
+            for name, histogram in (
+                (VLLM_TTFT, self._ttft),
+                (VLLM_QUEUE_TIME, self._queue),
+                (VLLM_PREFILL_TIME, self._prefill),
+            ):
+                family(name, "histogram", histogram.lines(name, base))
             return "\n".join(lines) + "\n"
 
     def _old_kv(self) -> float:
