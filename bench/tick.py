@@ -97,7 +97,7 @@ from inferscale import promql
 from inferscale.settings import SCALING
 
 from loadgen import processes
-from loadgen.engine_metrics import VLLM_HELP, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
+from loadgen.engine_metrics import TGI_REQUEST_COUNT, VLLM_HELP, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
 from loadgen.processes import die_with_parent, stop_process
 from loadgen.testing import (
     DCGM_HEADER,
@@ -267,7 +267,7 @@ def shard_families(services: Sequence[Service], shard: int, shards: int) -> tupl
         [
             (promql.TGI_QUEUE_SIZE, "gauge", ""),
             (promql.TGI_BATCH_SIZE, "gauge", ""),
-            ("tgi_request_count", "counter", ""),
+            (TGI_REQUEST_COUNT, "counter", ""),
             (promql.TGI_REQUEST_SUCCESS, "counter", ""),
             (promql.TGI_QUEUE_DURATION, "histogram", ""),
             (promql.TGI_BATCH_INFERENCE_DURATION, "histogram", ""),
@@ -328,7 +328,7 @@ def shard_families(services: Sequence[Service], shard: int, shards: int) -> tupl
             else:
                 tgi[promql.TGI_QUEUE_SIZE].add(promql.TGI_QUEUE_SIZE, where, svc.waiting)
                 tgi[promql.TGI_BATCH_SIZE].add(promql.TGI_BATCH_SIZE, where, svc.running)
-                tgi["tgi_request_count"].add("tgi_request_count", where, count, rps)
+                tgi[TGI_REQUEST_COUNT].add(TGI_REQUEST_COUNT, where, count, rps)
                 tgi[promql.TGI_REQUEST_SUCCESS].add(promql.TGI_REQUEST_SUCCESS, where, count, rps)
                 tgi[promql.TGI_QUEUE_DURATION].histogram(
                     promql.TGI_QUEUE_DURATION, where, TGI_DURATION_BUCKETS, svc.queue_seconds, rps, age

@@ -44,6 +44,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from loadgen.engine_model import EngineSnapshot, FinishReason, Step
 
 __all__ = [
+    "TGI_REQUEST_COUNT",
     "VLLM_HELP",
     "VLLM_METRICS_VERSIONS",
     "EngineMetrics",
@@ -371,6 +372,10 @@ class VllmMetrics(_Quiet):
 # --- TGI -----------------------------------------------------------------------------------------------
 
 
+# Every request TGI received (the operator reads tgi_request_success; the fakes serve both).
+TGI_REQUEST_COUNT = "tgi_request_count"
+
+
 def tgi_duration_buckets() -> list[float]:
     """TGI's buckets for every ``*duration`` histogram: 35 steps of x1.5 from 0.0001 s (first is 0.00015)."""
     buckets: list[float] = []
@@ -468,7 +473,7 @@ class TgiMetrics:
         totals = [max_total_tokens / 100 * (k + 1) for k in range(100)]
         batch_sizes = [float(k + 1) for k in range(1024)]
         c, g, h = _Kind.COUNTER, _Kind.GAUGE, _Kind.HISTOGRAM
-        self._add("tgi_request_count", "Total number of requests", c)
+        self._add(TGI_REQUEST_COUNT, "Total number of requests", c)
         self._add(promql.TGI_REQUEST_SUCCESS, "Number of successful requests", c)
         self._add("tgi_request_failure", "Failed requests per error type", c, label_name="err")
         self._add("tgi_batch_inference_count", "Inference calls per method (prefill or decode)", c, "method")
@@ -521,7 +526,7 @@ class TgiMetrics:
         return self._families[name]
 
     def request_received(self) -> None:
-        self._families["tgi_request_count"].inc()
+        self._families[TGI_REQUEST_COUNT].inc()
 
     def request_accepted(self, timeline: RequestTimeline) -> None:
         self._families[promql.TGI_INPUT_LENGTH].observe(timeline.prompt_tokens)

@@ -52,7 +52,13 @@ from inferscale.promql import (
     VLLM_WAITING,
 )
 
-from loadgen.engine_metrics import VLLM_HELP, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS, tgi_duration_buckets
+from loadgen.engine_metrics import (
+    TGI_REQUEST_COUNT,
+    VLLM_HELP,
+    VLLM_REQUEST_LATENCY_BUCKETS,
+    VLLM_TTFT_BUCKETS,
+    tgi_duration_buckets,
+)
 from loadgen.processes import free_port, stop_process
 
 __all__ = [
@@ -349,7 +355,7 @@ class TgiExporter:
             ]
             if self._requests > 0:  # metrics-rs registers a series on its first record
                 blocks += [
-                    ["# TYPE tgi_request_count counter", f"tgi_request_count {self._requests!r}"],
+                    [f"# TYPE {TGI_REQUEST_COUNT} counter", f"{TGI_REQUEST_COUNT} {self._requests!r}"],
                     [f"# TYPE {TGI_REQUEST_SUCCESS} counter", f"{TGI_REQUEST_SUCCESS} {self._requests!r}"],
                     [f"# TYPE {TGI_QUEUE_DURATION} histogram", *self._queue.lines(TGI_QUEUE_DURATION, {})],
                     [
