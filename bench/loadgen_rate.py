@@ -33,8 +33,9 @@ import sys
 import time
 from pathlib import Path
 
+from inferscale.api import Engine
+
 from loadgen.client import ClientConfig, StreamingClient, run_open_loop
-from loadgen.engine_api import Engine
 from loadgen.profiles import EngineProfile
 from loadgen.stats import percentile
 from loadgen.traffic import Constant, Fixed, build_schedule

@@ -1,13 +1,13 @@
 """One scaling tick of the operator against a real Prometheus holding series for N InferenceServices.
 
-What is measured is ``handlers.plan_tick``, the half of the operator's tick (``handlers._tick``) that reads
+What is measured is ``handlers.plan_tick``, the half of the operator's tick (``handlers.run_tick``) that reads
 and decides, for every service at once, called in this process on its own event loop: it sends
 ``PrometheusSignals.fetch_all`` (the fixed query set) to a thread and meanwhile builds the ServiceViews
-from the (here synthetic) kopf indexes (``handlers._views``, every spec parsed, as each tick does), runs
+from the (here synthetic) kopf indexes (``handlers.service_views``, every spec parsed, as each tick does), runs
 ``plan_service`` per service, and sends the per-pod load query (once, to a thread, at the first service
 that scales down) while it plans the rest. It uses the operator's own configuration objects
 (``OperatorConfig``, so ``parallel_queries`` and the timeouts are the operator's defaults). To time the
-parts, ``handlers._views``, ``handlers.plan_service``, ``fetch_all``, ``pod_load`` and the client's
+parts, ``handlers.service_views``, ``handlers.plan_service``, ``fetch_all``, ``pod_load`` and the client's
 ``instant_query`` are wrapped (a few microseconds each). The other half of the tick, the Kubernetes
 writes (Deployment patches, status writes, Events, deletion costs: ``handlers._act``), is out of scope:
 it goes to the API server, not to Prometheus, and its cost depends on the cluster, not on this code.
@@ -19,7 +19,7 @@ most steady within the SLO, some over it with a queue, some nearly idle and due 
 tick also sends its per-pod load query), some idle, a few in Manual mode. A few exporter processes
 (``--exporters``, 4; separate processes, so neither their CPU time in Python nor their memory is the
 bench's) each serve a shard of the pods on one 127.0.0.1 endpoint, with the engines' real metric names,
-label sets and histogram buckets (the layouts of tests/integration/exporters.py) and the pod's
+label sets and histogram buckets (the layouts of loadgen.testing's exporters) and the pod's
 ``namespace``, ``service`` and ``pod`` labels in every sample, plus DCGM's GPU series on a second path.
 Prometheus (Debian's /usr/bin/prometheus, 127.0.0.1, a free port, storage in a temporary directory)
 scrapes them with ``honor_labels``. The exporters serve only the families the queries read (and their
@@ -93,25 +93,27 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from inferscale.handlers import Indexes
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # for tests/: one definition of the bucket layouts and of the Prometheus launcher
+from inferscale import promql
+from inferscale.settings import SCALING
 
-from tests import support  # noqa: E402
-from tests.integration.exporters import (  # noqa: E402
+from loadgen import processes
+from loadgen.engine_metrics import TGI_REQUEST_COUNT, VLLM_HELP, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
+from loadgen.processes import die_with_parent, stop_process
+from loadgen.testing import (
+    DCGM_HEADER,
+    PROMETHEUS,
     TGI_DURATION_BUCKETS,
-    VLLM_REQUEST_LATENCY_BUCKETS,
-    VLLM_TTFT_BUCKETS,
+    TGI_GENERATED_BUCKETS,
+    TGI_INPUT_BUCKETS,
+    Prometheus,
+    PrometheusFailed,
+    dcgm_labels,
 )
-from tests.prometheus import PROMETHEUS, Prometheus, PrometheusFailed, die_with_parent, stop_process  # noqa: E402
 
 SEED = 20261202
 NAMESPACES = 25
 GPUS_PER_NODE = 8
 VLLM_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-# tests/integration/exporters.py, TgiEngine: the token-count histograms' buckets.
-TGI_INPUT_BUCKETS = tuple(4096 / 64 * (i + 1) for i in range(64))
-TGI_GENERATED_BUCKETS = tuple(1024 / 64 * (i + 1) for i in range(64))
 MAX_CONCURRENCY = 16
 SLO_SECONDS = 1.0
 # Per replica, by kind of service: (running, waiting, TTFT s, KV-cache use, GPU %, requests/s), low and high.
@@ -228,6 +230,26 @@ class Family:
         return self.header + "".join(lines)
 
 
+# The vLLM families the exporters serve: the ones the operator's queries read.
+VLLM_FAMILIES = (
+    (promql.VLLM_WAITING, "gauge"),
+    (promql.VLLM_RUNNING, "gauge"),
+    (promql.VLLM_KV_CACHE_OLD, "gauge"),
+    (promql.VLLM_KV_CACHE, "gauge"),
+    (promql.VLLM_PROMPT_TOKENS, "counter"),
+    (promql.VLLM_GENERATION_TOKENS, "counter"),
+    (promql.VLLM_REQUEST_SUCCESS, "counter"),
+    (promql.VLLM_TTFT, "histogram"),
+    (promql.VLLM_QUEUE_TIME, "histogram"),
+    (promql.VLLM_PREFILL_TIME, "histogram"),
+)
+
+
+def _created(counter: str) -> str:
+    """prometheus_client's creation-time series of a counter: `x_total` has `x_created`."""
+    return counter.removesuffix("_total") + "_created"
+
+
 def _families(kind: str, names: Sequence[tuple[str, str, str]]) -> dict[str, Family]:
     """Families by name; vLLM's (prometheus_client) have HELP, TGI's (metrics-exporter-prometheus) do not."""
     out = {}
@@ -239,47 +261,28 @@ def _families(kind: str, names: Sequence[tuple[str, str, str]]) -> dict[str, Fam
 
 def shard_families(services: Sequence[Service], shard: int, shards: int) -> tuple[list[Family], list[Family]]:
     """The engine families and the DCGM family of one exporter process's share of the fleet."""
-    vllm = _families(
-        "vllm",
-        [
-            ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed."),
-            ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches."),
-            ("vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED."),
-            ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage."),
-            ("vllm:prompt_tokens", "counter", "Number of prefill tokens processed."),
-            ("vllm:generation_tokens", "counter", "Number of generation tokens processed."),
-            ("vllm:request_success", "counter", "Count of successfully processed requests."),
-            ("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds."),
-            ("vllm:request_queue_time_seconds", "histogram", "Histogram of time spent in WAITING phase for request."),
-            ("vllm:request_prefill_time_seconds", "histogram", "Histogram of time spent in PREFILL phase for request."),
-        ],
-    )
+    vllm = _families("vllm", [(name, kind, VLLM_HELP[name]) for name, kind in VLLM_FAMILIES])
     tgi = _families(
         "tgi",
         [
-            ("tgi_queue_size", "gauge", ""),
-            ("tgi_batch_current_size", "gauge", ""),
-            ("tgi_request_count", "counter", ""),
-            ("tgi_request_success", "counter", ""),
-            ("tgi_request_queue_duration", "histogram", ""),
-            ("tgi_batch_inference_duration", "histogram", ""),
-            ("tgi_request_input_length", "histogram", ""),
-            ("tgi_request_generated_tokens", "histogram", ""),
+            (promql.TGI_QUEUE_SIZE, "gauge", ""),
+            (promql.TGI_BATCH_SIZE, "gauge", ""),
+            (TGI_REQUEST_COUNT, "counter", ""),
+            (promql.TGI_REQUEST_SUCCESS, "counter", ""),
+            (promql.TGI_QUEUE_DURATION, "histogram", ""),
+            (promql.TGI_BATCH_INFERENCE_DURATION, "histogram", ""),
+            (promql.TGI_INPUT_LENGTH, "histogram", ""),
+            (promql.TGI_GENERATED_TOKENS, "histogram", ""),
         ],
     )
-    dcgm = Family("# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
+    dcgm = Family(DCGM_HEADER)
     gpu = 0
 
     def add_gpu(namespace: str, pod: str, utilization: float) -> None:
         nonlocal gpu
         node, index = divmod(gpu, GPUS_PER_NODE)
-        labels = (
-            f'gpu="{index}",UUID="GPU-{shard:04d}{gpu:04d}-5f1e-4c3a-9d1b-000000000000",'
-            f'pci_bus_id="00000000:{index + 7:02X}:00.0",device="nvidia{index}",modelName="NVIDIA A100-SXM4-80GB",'
-            f'Hostname="gpu-node-{shard}-{node}",DCGM_FI_DRIVER_VERSION="535.129.03",'
-            f'container="{"engine" if pod else ""}",namespace="{namespace}",pod="{pod}"'
-        )
-        dcgm.add("DCGM_FI_DEV_GPU_UTIL", labels, utilization)
+        labels = dcgm_labels(index, f"{shard:04d}{gpu:04d}", f"gpu-node-{shard}-{node}", namespace, pod)
+        dcgm.add(promql.DCGM_GPU_UTIL, ",".join(f'{key}="{value}"' for key, value in labels.items()), utilization)
         gpu += 1
 
     for svc in services:
@@ -294,57 +297,62 @@ def shard_families(services: Sequence[Service], shard: int, shards: int) -> tupl
             where = f'namespace="{svc.namespace}",service="{svc.name}",pod="{pod}"'
             if svc.engine == "vllm":
                 base = f'{where},engine="0",model_name="{VLLM_MODEL}"'
-                vllm["vllm:num_requests_waiting"].add("vllm:num_requests_waiting", base, svc.waiting)
-                vllm["vllm:num_requests_running"].add("vllm:num_requests_running", base, svc.running)
+                vllm[promql.VLLM_WAITING].add(promql.VLLM_WAITING, base, svc.waiting)
+                vllm[promql.VLLM_RUNNING].add(promql.VLLM_RUNNING, base, svc.running)
                 if "old" in svc.kv_names:
-                    vllm["vllm:gpu_cache_usage_perc"].add("vllm:gpu_cache_usage_perc", base, svc.kv_cache)
+                    vllm[promql.VLLM_KV_CACHE_OLD].add(promql.VLLM_KV_CACHE_OLD, base, svc.kv_cache)
                 if "new" in svc.kv_names:
-                    vllm["vllm:kv_cache_usage_perc"].add("vllm:kv_cache_usage_perc", base, svc.kv_cache)
+                    vllm[promql.VLLM_KV_CACHE].add(promql.VLLM_KV_CACHE, base, svc.kv_cache)
                 created = time.time() - age
                 for name, per_request in (
-                    ("vllm:prompt_tokens", svc.prompt_tokens),
-                    ("vllm:generation_tokens", svc.generated_tokens),
+                    (promql.VLLM_PROMPT_TOKENS, svc.prompt_tokens),
+                    (promql.VLLM_GENERATION_TOKENS, svc.generated_tokens),
                 ):
-                    vllm[name].add(f"{name}_total", base, count * per_request, rps * per_request)
-                    vllm[name].add(f"{name}_created", base, created)
+                    vllm[name].add(name, base, count * per_request, rps * per_request)
+                    vllm[name].add(_created(name), base, created)
                 for reason, share in (("stop", 0.75), ("length", 0.25), ("abort", 0.0)):
                     labels = f'{base},finished_reason="{reason}"'
-                    vllm["vllm:request_success"].add("vllm:request_success_total", labels, count * share, rps * share)
-                for reason in ("stop", "length", "abort"):
-                    vllm["vllm:request_success"].add(
-                        "vllm:request_success_created", f'{base},finished_reason="{reason}"', created
+                    vllm[promql.VLLM_REQUEST_SUCCESS].add(
+                        promql.VLLM_REQUEST_SUCCESS, labels, count * share, rps * share
                     )
-                vllm["vllm:time_to_first_token_seconds"].histogram(
-                    "vllm:time_to_first_token_seconds", base, VLLM_TTFT_BUCKETS, svc.ttft_seconds, rps, age
-                )
+                for reason in ("stop", "length", "abort"):
+                    vllm[promql.VLLM_REQUEST_SUCCESS].add(
+                        _created(promql.VLLM_REQUEST_SUCCESS), f'{base},finished_reason="{reason}"', created
+                    )
+                vllm[promql.VLLM_TTFT].histogram(promql.VLLM_TTFT, base, VLLM_TTFT_BUCKETS, svc.ttft_seconds, rps, age)
                 for name, seconds in (
-                    ("vllm:request_queue_time_seconds", svc.queue_seconds),
-                    ("vllm:request_prefill_time_seconds", svc.prefill_seconds),
+                    (promql.VLLM_QUEUE_TIME, svc.queue_seconds),
+                    (promql.VLLM_PREFILL_TIME, svc.prefill_seconds),
                 ):
                     vllm[name].histogram(name, base, VLLM_REQUEST_LATENCY_BUCKETS, seconds, rps, age)
             else:
-                tgi["tgi_queue_size"].add("tgi_queue_size", where, svc.waiting)
-                tgi["tgi_batch_current_size"].add("tgi_batch_current_size", where, svc.running)
-                tgi["tgi_request_count"].add("tgi_request_count", where, count, rps)
-                tgi["tgi_request_success"].add("tgi_request_success", where, count, rps)
-                tgi["tgi_request_queue_duration"].histogram(
-                    "tgi_request_queue_duration", where, TGI_DURATION_BUCKETS, svc.queue_seconds, rps, age
+                tgi[promql.TGI_QUEUE_SIZE].add(promql.TGI_QUEUE_SIZE, where, svc.waiting)
+                tgi[promql.TGI_BATCH_SIZE].add(promql.TGI_BATCH_SIZE, where, svc.running)
+                tgi[TGI_REQUEST_COUNT].add(TGI_REQUEST_COUNT, where, count, rps)
+                tgi[promql.TGI_REQUEST_SUCCESS].add(promql.TGI_REQUEST_SUCCESS, where, count, rps)
+                tgi[promql.TGI_QUEUE_DURATION].histogram(
+                    promql.TGI_QUEUE_DURATION, where, TGI_DURATION_BUCKETS, svc.queue_seconds, rps, age
                 )
-                inference = tgi["tgi_batch_inference_duration"]
+                inference = tgi[promql.TGI_BATCH_INFERENCE_DURATION]
                 # One prefill batch per request, one decode step per generated token.
                 prefill, decode = f'{where},method="prefill"', f'{where},method="decode"'
                 inference.histogram(
-                    "tgi_batch_inference_duration", prefill, TGI_DURATION_BUCKETS, svc.prefill_seconds, rps, age
+                    promql.TGI_BATCH_INFERENCE_DURATION, prefill, TGI_DURATION_BUCKETS, svc.prefill_seconds, rps, age
                 )
                 per_token = rps * svc.generated_tokens
                 inference.histogram(
-                    "tgi_batch_inference_duration", decode, TGI_DURATION_BUCKETS, svc.decode_seconds, per_token, age
+                    promql.TGI_BATCH_INFERENCE_DURATION,
+                    decode,
+                    TGI_DURATION_BUCKETS,
+                    svc.decode_seconds,
+                    per_token,
+                    age,
                 )
-                tgi["tgi_request_input_length"].histogram(
-                    "tgi_request_input_length", where, TGI_INPUT_BUCKETS, svc.prompt_tokens, rps, age
+                tgi[promql.TGI_INPUT_LENGTH].histogram(
+                    promql.TGI_INPUT_LENGTH, where, TGI_INPUT_BUCKETS, svc.prompt_tokens, rps, age
                 )
-                tgi["tgi_request_generated_tokens"].histogram(
-                    "tgi_request_generated_tokens", where, TGI_GENERATED_BUCKETS, svc.generated_tokens, rps, age
+                tgi[promql.TGI_GENERATED_TOKENS].histogram(
+                    promql.TGI_GENERATED_TOKENS, where, TGI_GENERATED_BUCKETS, svc.generated_tokens, rps, age
                 )
     for _ in range(GPUS_PER_NODE // 2):  # GPUs no pod holds
         add_gpu("", "", 0.0)
@@ -441,9 +449,9 @@ def start_prometheus(workdir: Path, engines: list[str], dcgm: list[str], interva
 
 
 def wait_for(what: str, probe: Callable[[], Any], *, timeout: float, interval: float = 0.25) -> Any:
-    """tests.support.wait_for, ending the bench with a message instead of a test failure."""
+    """loadgen.processes.wait_for, ending the bench with a message instead of an AssertionError."""
     try:
-        return support.wait_for(what, probe, timeout=timeout, interval=interval)
+        return processes.wait_for(what, probe, timeout=timeout, interval=interval)
     except AssertionError as error:
         raise SystemExit(f"bench: {error}") from None
 
@@ -495,7 +503,7 @@ def kopf_indexes(services: Sequence[Service], now: datetime) -> Indexes:
         metadata = {"name": svc.name, "namespace": svc.namespace, "uid": f"uid-{svc.index}", "generation": 1}
         isvcs[key] = [{"metadata": metadata, "spec": spec, "status": status}]
         deployments[key] = [svc.replicas]
-        pods[key] = [(pod, "ready") for pod in svc.pods()]
+        pods[key] = [(pod, "ready", None) for pod in svc.pods()]  # (name, kind, what Kubernetes says)
     return Indexes(isvcs=isvcs, deployments=deployments, pods=pods)  # type: ignore[arg-type]  # plain dicts stand in for kopf.Index
 
 
@@ -561,10 +569,10 @@ class Ticker:
         self.fetch_all = signals.fetch_all = Spans(signals.fetch_all)
         self.pod_load = signals.pod_load = Spans(signals.pod_load)
         self.plan_service = Spans(plan_service)
-        real_views = handlers._views
+        real_views = handlers.service_views
         self.views = Spans(lambda indexes: iter(list(real_views(indexes))))
         setattr(handlers, "plan_service", self.plan_service)  # noqa: B010 (the name plan_tick calls)
-        handlers._views = self.views
+        handlers.service_views = self.views
         self.logger = logging.getLogger("bench.tick")
 
     def tick(self) -> TickResult:
@@ -636,7 +644,7 @@ def wait_for_quiet(limit: float, seconds: float) -> str:
 
 def run(args: argparse.Namespace, workdir: Path, started_at: float) -> str:
     from inferscale.config import OperatorConfig
-    from inferscale.metrics import PrometheusSignals
+    from inferscale.prometheus import PrometheusSignals
 
     services = fleet(args.services, args.replicas_per_service, args.tgi_share)
     tgi = sum(1 for s in services if s.engine == "tgi")
@@ -674,7 +682,7 @@ def run(args: argparse.Namespace, workdir: Path, started_at: float) -> str:
         )
         # A window of samples for rate() and the p95s; checked on the gauges (every pod has one).
         needed = max(2, int(args.window_seconds / args.scrape_seconds) - 1)
-        selector = '{__name__=~"vllm:num_requests_waiting|tgi_queue_size"}'
+        selector = f'{{__name__=~"{promql.VLLM_WAITING}|{promql.TGI_QUEUE_SIZE}"}}'
         probe = f"min(count_over_time({selector}[{args.window_seconds}s]))"
         filling = time.monotonic()
         scrapers: list[subprocess.Popen[Any]] = [prometheus.process, *exporters]
@@ -697,7 +705,9 @@ def run(args: argparse.Namespace, workdir: Path, started_at: float) -> str:
         )
 
         config = OperatorConfig(
-            prometheus_url=prometheus.url, ttft_window_seconds=args.window_seconds, stale_after_seconds=60
+            prometheus_url=prometheus.url,
+            ttft_window_seconds=args.window_seconds,
+            stale_after_seconds=SCALING.stale_after_seconds,
         )
         prometheus_config = config.prometheus()
         assert prometheus_config is not None

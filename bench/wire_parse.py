@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import time
 
-from loadgen.wire import _Connection
+from loadgen.wire import Connection
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 EVENT = b'data: {"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" tok"}]}\n\n'
@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--responses", type=int, default=5000)
     args = parser.parse_args()
     loop = asyncio.new_event_loop()
-    conn = _Connection(time.perf_counter)
+    conn = Connection(time.perf_counter)
     conn.transport = _Transport()  # type: ignore[assignment]
     started = time.perf_counter()
     for _ in range(args.responses):

@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from inferscale.api import Engine
+
 from loadgen.engine_model import Rejection, RejectReason
 from loadgen.tokens import chat_prompt, output_token_id, output_token_text
 
@@ -31,7 +33,6 @@ __all__ = [
     "ApiError",
     "Choice",
     "Endpoint",
-    "Engine",
     "GenerationRequest",
     "StopHit",
     "find_stop",
@@ -48,15 +49,6 @@ TGI_VERSION = "3.0.0"
 VLLM_VERSION = "0.11.0"
 SGLANG_VERSION = "0.5.4"
 LLAMACPP_BUILD = "b7100"
-
-
-class Engine(enum.StrEnum):
-    """Which engine's API to speak."""
-
-    VLLM = "vllm"
-    TGI = "tgi"
-    SGLANG = "sglang"
-    LLAMACPP = "llamacpp"
 
 
 # Engines whose OpenAI routes validate `n`, `stop` and the sampling parameters as vLLM does (SGLang's

@@ -1,6 +1,8 @@
 """The simulated engine's Prometheus metrics, named, typed, labelled and bucketed as each engine does.
 
-SGLang (``SglangMetrics``) and llama.cpp (``LlamacppMetrics``) are described at their classes.
+SGLang (``SglangMetrics``) and llama.cpp (``LlamacppMetrics``) are described at their classes. The names the
+operator reads are ``inferscale.promql``'s constants (one spelling for the reader and this writer); the
+histograms' buckets are defined here and only here (the fleet simulator and ``loadgen.testing`` use them).
 
 vLLM (``VllmMetrics``) follows ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``) and, like vLLM,
 renders through ``prometheus_client`` (so counters gain ``_total`` and series carry ``model_name`` and
@@ -36,11 +38,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import prometheus_client
+from inferscale import promql
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from loadgen.engine_model import EngineSnapshot, FinishReason, Step
 
 __all__ = [
+    "TGI_REQUEST_COUNT",
+    "VLLM_HELP",
     "VLLM_METRICS_VERSIONS",
     "EngineMetrics",
     "LlamacppMetrics",
@@ -100,6 +105,22 @@ class EngineMetrics(Protocol):
 
 # --- vLLM ----------------------------------------------------------------------------------------------
 
+# vLLM's HELP text of the families the operator reads (vllm/v1/metrics/loggers.py), which the fakes in
+# loadgen.testing and bench/tick.py serve too.
+VLLM_HELP = {
+    promql.VLLM_WAITING: "Number of requests waiting to be processed.",
+    promql.VLLM_RUNNING: "Number of requests in model execution batches.",
+    promql.VLLM_KV_CACHE_OLD: (
+        "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead."
+    ),
+    promql.VLLM_KV_CACHE: "KV-cache usage. 1 means 100 percent usage.",
+    promql.VLLM_PROMPT_TOKENS: "Number of prefill tokens processed.",
+    promql.VLLM_GENERATION_TOKENS: "Number of generation tokens processed.",
+    promql.VLLM_REQUEST_SUCCESS: "Count of successfully processed requests.",
+    promql.VLLM_TTFT: "Histogram of time to first token in seconds.",
+    promql.VLLM_QUEUE_TIME: "Histogram of time spent in WAITING phase for request.",
+    promql.VLLM_PREFILL_TIME: "Histogram of time spent in PREFILL phase for request.",
+}
 # vllm/v1/metrics/loggers.py
 VLLM_TTFT_BUCKETS = [
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
@@ -181,13 +202,13 @@ class VllmMetrics(_Quiet):
         def histogram(name: str, doc: str, buckets: Sequence[float]) -> Histogram:
             return Histogram(name, doc, names, buckets=buckets, registry=reg).labels(*values)
 
-        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
-        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+        self.running = gauge(promql.VLLM_RUNNING, VLLM_HELP[promql.VLLM_RUNNING])
+        self.waiting = gauge(promql.VLLM_WAITING, VLLM_HELP[promql.VLLM_WAITING])
         self.gpu_cache_usage: Gauge | None = None
         if legacy:
             self.gpu_cache_usage = gauge(
-                "vllm:gpu_cache_usage_perc",
-                "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+                promql.VLLM_KV_CACHE_OLD,
+                VLLM_HELP[promql.VLLM_KV_CACHE_OLD],
             )
             self.gpu_prefix_queries = counter(
                 "vllm:gpu_prefix_cache_queries",
@@ -199,17 +220,17 @@ class VllmMetrics(_Quiet):
                 "GPU prefix cache hits, in terms of number of cached tokens. "
                 "DEPRECATED: Use vllm:prefix_cache_hits instead.",
             )
-        self.kv_cache_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+        self.kv_cache_usage = gauge(promql.VLLM_KV_CACHE, VLLM_HELP[promql.VLLM_KV_CACHE])
         self.prefix_queries = counter(
             "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
         )
         self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
-        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
+        self.prompt_tokens = counter(promql.VLLM_PROMPT_TOKENS, VLLM_HELP[promql.VLLM_PROMPT_TOKENS])
+        self.generation_tokens = counter(promql.VLLM_GENERATION_TOKENS, VLLM_HELP[promql.VLLM_GENERATION_TOKENS])
         success = Counter(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
+            promql.VLLM_REQUEST_SUCCESS,
+            VLLM_HELP[promql.VLLM_REQUEST_SUCCESS],
             [*names, "finished_reason"],
             registry=reg,
         )
@@ -236,9 +257,7 @@ class VllmMetrics(_Quiet):
         self.params_max_tokens = histogram(
             "vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", token_buckets
         )
-        self.ttft = histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", VLLM_TTFT_BUCKETS
-        )
+        self.ttft = histogram(promql.VLLM_TTFT, VLLM_HELP[promql.VLLM_TTFT], VLLM_TTFT_BUCKETS)
         self.itl: Histogram | None = None
         self.tpot: Histogram | None = None
         self.request_tpot: Histogram | None = None
@@ -265,8 +284,8 @@ class VllmMetrics(_Quiet):
             VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.queue_time = histogram(
-            "vllm:request_queue_time_seconds",
-            "Histogram of time spent in WAITING phase for request.",
+            promql.VLLM_QUEUE_TIME,
+            VLLM_HELP[promql.VLLM_QUEUE_TIME],
             VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.inference_time = histogram(
@@ -275,8 +294,8 @@ class VllmMetrics(_Quiet):
             VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.prefill_time = histogram(
-            "vllm:request_prefill_time_seconds",
-            "Histogram of time spent in PREFILL phase for request.",
+            promql.VLLM_PREFILL_TIME,
+            VLLM_HELP[promql.VLLM_PREFILL_TIME],
             VLLM_REQUEST_LATENCY_BUCKETS,
         )
         self.decode_time = histogram(
@@ -351,6 +370,10 @@ class VllmMetrics(_Quiet):
 
 
 # --- TGI -----------------------------------------------------------------------------------------------
+
+
+# Every request TGI received (the operator reads tgi_request_success; the fakes serve both).
+TGI_REQUEST_COUNT = "tgi_request_count"
 
 
 def tgi_duration_buckets() -> list[float]:
@@ -450,8 +473,8 @@ class TgiMetrics:
         totals = [max_total_tokens / 100 * (k + 1) for k in range(100)]
         batch_sizes = [float(k + 1) for k in range(1024)]
         c, g, h = _Kind.COUNTER, _Kind.GAUGE, _Kind.HISTOGRAM
-        self._add("tgi_request_count", "Total number of requests", c)
-        self._add("tgi_request_success", "Number of successful requests", c)
+        self._add(TGI_REQUEST_COUNT, "Total number of requests", c)
+        self._add(promql.TGI_REQUEST_SUCCESS, "Number of successful requests", c)
         self._add("tgi_request_failure", "Failed requests per error type", c, label_name="err")
         self._add("tgi_batch_inference_count", "Inference calls per method (prefill or decode)", c, "method")
         self._add(
@@ -460,19 +483,19 @@ class TgiMetrics:
             c,
             "method",
         )
-        self._add("tgi_queue_size", "Current queue size", g)
-        self._add("tgi_batch_current_size", "Current batch size", g)
+        self._add(promql.TGI_QUEUE_SIZE, "Current queue size", g)
+        self._add(promql.TGI_BATCH_SIZE, "Current batch size", g)
         self._add("tgi_batch_current_max_tokens", "Maximum tokens for the current batch", g)
         self._add("tgi_batch_total_tokens", "Maximum amount of tokens in total.", g)
         self._add("tgi_request_duration", "Total time spent processing the request", h, buckets=dur)
         self._add("tgi_request_validation_duration", "Time spent validating the request", h, buckets=dur)
-        self._add("tgi_request_queue_duration", "Time spent in the queue per request", h, buckets=dur)
+        self._add(promql.TGI_QUEUE_DURATION, "Time spent in the queue per request", h, buckets=dur)
         self._add("tgi_request_inference_duration", "Request inference duration", h, buckets=dur)
         self._add("tgi_request_mean_time_per_token_duration", "Mean time per token per request", h, buckets=dur)
-        self._add("tgi_request_input_length", "Input token length per request", h, buckets=inputs)
+        self._add(promql.TGI_INPUT_LENGTH, "Input token length per request", h, buckets=inputs)
         self._add("tgi_request_max_new_tokens", "Maximum new tokens per request", h, buckets=totals)
-        self._add("tgi_request_generated_tokens", "Generated tokens per request", h, buckets=totals)
-        self._add("tgi_batch_inference_duration", "Batch inference duration", h, "method", dur)
+        self._add(promql.TGI_GENERATED_TOKENS, "Generated tokens per request", h, buckets=totals)
+        self._add(promql.TGI_BATCH_INFERENCE_DURATION, "Batch inference duration", h, "method", dur)
         self._add(
             "tgi_batch_forward_duration", "Batch forward duration per method (prefill or decode)", h, "method", dur
         )
@@ -480,7 +503,7 @@ class TgiMetrics:
         for name in ("tgi_batch_inference_count", "tgi_batch_inference_success"):
             for method in ("prefill", "decode"):
                 self._families[name].ensure(method)
-        for name in ("tgi_batch_inference_duration", "tgi_batch_forward_duration"):
+        for name in (promql.TGI_BATCH_INFERENCE_DURATION, "tgi_batch_forward_duration"):
             for method in ("prefill", "decode"):
                 self._families[name].ensure(method)
         self._families["tgi_batch_total_tokens"].set(max_batch_total_tokens)
@@ -503,10 +526,10 @@ class TgiMetrics:
         return self._families[name]
 
     def request_received(self) -> None:
-        self._families["tgi_request_count"].inc()
+        self._families[TGI_REQUEST_COUNT].inc()
 
     def request_accepted(self, timeline: RequestTimeline) -> None:
-        self._families["tgi_request_input_length"].observe(timeline.prompt_tokens)
+        self._families[promql.TGI_INPUT_LENGTH].observe(timeline.prompt_tokens)
         self._families["tgi_request_max_new_tokens"].observe(timeline.max_tokens)
 
     def request_rejected(self, error_kind: str) -> None:
@@ -525,7 +548,7 @@ class TgiMetrics:
         f = self._families
         f["tgi_batch_inference_count"].inc(count, method)
         f["tgi_batch_inference_success"].inc(count, method)
-        f["tgi_batch_inference_duration"].observe(seconds, method, count)
+        f[promql.TGI_BATCH_INFERENCE_DURATION].observe(seconds, method, count)
         f["tgi_batch_forward_duration"].observe(seconds, method, count)
 
     def first_token(self, timeline: RequestTimeline) -> None:
@@ -543,18 +566,18 @@ class TgiMetrics:
         f = self._families
         start = timeline.scheduled if timeline.scheduled is not None else timeline.arrival
         inference = timeline.finished - start
-        f["tgi_request_success"].inc()
+        f[promql.TGI_REQUEST_SUCCESS].inc()
         f["tgi_request_duration"].observe(timeline.finished - timeline.arrival)
         f["tgi_request_validation_duration"].observe(0.0)
-        f["tgi_request_queue_duration"].observe(start - timeline.arrival)
+        f[promql.TGI_QUEUE_DURATION].observe(start - timeline.arrival)
         f["tgi_request_inference_duration"].observe(inference)
         f["tgi_request_mean_time_per_token_duration"].observe(inference / max(1, timeline.generated))
-        f["tgi_request_generated_tokens"].observe(timeline.generated)
+        f[promql.TGI_GENERATED_TOKENS].observe(timeline.generated)
 
     def render(self, snapshot: EngineSnapshot) -> tuple[bytes, str]:
         f = self._families
-        f["tgi_queue_size"].set(snapshot.waiting)
-        f["tgi_batch_current_size"].set(snapshot.running)
+        f[promql.TGI_QUEUE_SIZE].set(snapshot.waiting)
+        f[promql.TGI_BATCH_SIZE].set(snapshot.running)
         f["tgi_batch_current_max_tokens"].set(snapshot.batch_max_tokens)
         out: list[str] = []
         for kind in (_Kind.COUNTER, _Kind.GAUGE, _Kind.HISTOGRAM):
@@ -609,26 +632,26 @@ class SglangMetrics(_Quiet):
         def histogram(name: str, doc: str, buckets: Sequence[float], labels: dict[str, str]) -> Histogram:
             return Histogram(name, doc, list(labels), buckets=buckets, registry=reg).labels(**labels)
 
-        self.num_running_reqs = gauge("sglang:num_running_reqs", "The number of running requests.")
+        self.num_running_reqs = gauge(promql.SGLANG_RUNNING, "The number of running requests.")
         self.num_used_tokens = gauge("sglang:num_used_tokens", "The number of used tokens.")
-        self.token_usage = gauge("sglang:token_usage", "The token usage.")
+        self.token_usage = gauge(promql.SGLANG_TOKEN_USAGE, "The token usage.")
         self.gen_throughput = gauge("sglang:gen_throughput", "The generation throughput (token/s).")
-        self.num_queue_reqs = gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
+        self.num_queue_reqs = gauge(promql.SGLANG_QUEUE, "The number of requests in the waiting queue.")
         self.cache_hit_rate = gauge("sglang:cache_hit_rate", "The prefix cache hit rate.")
         self.max_total_num_tokens = gauge(
             "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."
         )
         self.max_total_num_tokens.set(max_total_num_tokens)
         self.queue_time = histogram(
-            "sglang:queue_time_seconds", "Histogram of queueing time in seconds.", SGLANG_QUEUE_TIME_BUCKETS, sched
+            promql.SGLANG_QUEUE_TIME, "Histogram of queueing time in seconds.", SGLANG_QUEUE_TIME_BUCKETS, sched
         )
-        self.prompt_tokens = counter("sglang:prompt_tokens", "Number of prefill tokens processed.")
-        self.generation_tokens = counter("sglang:generation_tokens", "Number of generation tokens processed.")
+        self.prompt_tokens = counter(promql.SGLANG_PROMPT_TOKENS, "Number of prefill tokens processed.")
+        self.generation_tokens = counter(promql.SGLANG_GENERATION_TOKENS, "Number of generation tokens processed.")
         self.cached_tokens = counter("sglang:cached_tokens", "Number of cached prompt tokens.")
-        self.num_requests = counter("sglang:num_requests", "Number of requests processed.")
+        self.num_requests = counter(promql.SGLANG_REQUESTS, "Number of requests processed.")
         self.num_aborted = counter("sglang:num_aborted_requests", "Number of requests aborted.")
         self.ttft = histogram(
-            "sglang:time_to_first_token_seconds",
+            promql.SGLANG_TTFT,
             "Histogram of time to first token in seconds.",
             SGLANG_TTFT_BUCKETS,
             tok,

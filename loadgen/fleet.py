@@ -48,6 +48,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from inferscale.settings import SCALING
+
 from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
 from loadgen.engine_model import EngineModel, Finished, FirstToken, Scheduled, validate_request
 from loadgen.profiles import EngineProfile
@@ -160,9 +162,9 @@ class FleetConfig:
     profile: EngineProfile
     initial_replicas: int = 1
     """Warm replicas at time 0."""
-    tick_s: float = 15.0
-    ttft_window_s: float = 120.0
-    """Range of the p95 TTFT signal (the operator's default ``ttftWindowSeconds``)."""
+    tick_s: float = SCALING.tick_seconds
+    ttft_window_s: float = float(SCALING.ttft_window_seconds)
+    """Range of the p95 TTFT signal; both default to the operator's (``inferscale.settings``)."""
     drain_timeout_s: float = 120.0
     """A removed replica is killed this long after it stopped taking requests (spec.drainSeconds)."""
     cold_start_s: float | None = None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from inferscale.api import InferenceServiceSpec, parse_spec
+from inferscale.settings import SCALING
 
 from loadgen.fleet import FleetConfig, FleetResult, simulate
 from loadgen.fleet_baselines import DynamoPlanner, KnativeKpa, WvaSaturation, profiled_engine_rps
@@ -94,9 +95,9 @@ class Settings:
     profile: EngineProfile
     spec: InferenceServiceSpec
     slo_ttft_s: float
-    tick_s: float = 15.0
-    ttft_window_s: float = 120.0
-    stale_after_s: float = 60.0
+    tick_s: float = SCALING.tick_seconds
+    ttft_window_s: float = float(SCALING.ttft_window_seconds)
+    stale_after_s: float = SCALING.stale_after_seconds
     interval_s: float = 60.0
     """Window for the peak rate (static-peak), the opening load and the oracle's plan."""
     cold_start_s: float | None = None

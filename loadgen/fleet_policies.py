@@ -48,6 +48,7 @@ from inferscale.autoscaler import ServiceView, memory_from, plan_service
 from inferscale.policy import Memory
 from inferscale.promql import ServiceSignals, Signal
 from inferscale.replicas import ReplicaCounts
+from inferscale.settings import SCALING
 
 from loadgen.engine_model import validate_request
 from loadgen.fleet import FleetConfig, FleetResult, FleetView, Scale, simulate
@@ -114,8 +115,8 @@ class InferscalePolicy:
         self,
         spec: InferenceServiceSpec,
         *,
-        stale_after_s: float = 60.0,
-        ttft_window_s: float = 120.0,
+        stale_after_s: float = SCALING.stale_after_seconds,
+        ttft_window_s: float = float(SCALING.ttft_window_seconds),
         epoch: datetime = EPOCH,
     ) -> None:
         self.spec = spec
@@ -555,7 +556,7 @@ def feasible_attainment(result: FleetResult, counted: Sequence[int], slo_ttft_s:
     return sum(1 for i in counted if ttft[i] <= slo_ttft_s) / len(counted)  # NaN (no first token) is a miss
 
 
-def _frontier(points: Iterable[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+def pareto_frontier(points: Iterable[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
     """The ``(gpu_seconds, attainment)`` points no other beats: by cost, each attaining more than every
     cheaper one (of equal costs, the one attaining most)."""
     kept: list[tuple[float, float]] = []
@@ -658,7 +659,7 @@ def plan_oracle(
             runs += 1
             tried[plan] = OraclePlan(policy, result, runs, keeps_slo(result, counted, slo), chosen.scale * factor)
     chosen.simulations = runs
-    chosen.frontier = _frontier(
+    chosen.frontier = pareto_frontier(
         (o.result.gpu_seconds, feasible_attainment(o.result, counted, slo) or 0.0) for o in tried.values()
     )
     return chosen
@@ -676,7 +677,7 @@ def cheaper_static(
     old = oracle.policy
     flat = SchedulePolicy("oracle", [replicas] * len(old.plan), old.interval_s, old.lead_s)
     # The flat schedule joins the frontier of what planning ahead costs at each attainment.
-    frontier = _frontier(
+    frontier = pareto_frontier(
         [*oracle.frontier, (static_run.gpu_seconds, feasible_attainment(static_run, counted, slo_ttft_s) or 0.0)]
     )
     return OraclePlan(

@@ -35,14 +35,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import fcntl
 import itertools
 import json
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -54,17 +52,21 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from inferscale.api import Engine
+from inferscale.promql import QueryOptions
+from inferscale.render import ENGINE_LABEL, SERVICE_LABEL
 from kubernetes import client, config, watch
 
+from loadgen.processes import die_with_parent, free_port
 from loadgen.profiles import get_profile
 
 __all__ = ["Pod", "Settings", "file_sd_targets", "main", "simengine_command"]
 
 log = logging.getLogger("loadgen.podrunner")
 
-SERVICE_LABEL = "inferscale.io/service"
-ENGINE_LABEL = "app.kubernetes.io/name"
-ENGINES = ("vllm", "tgi", "sglang", "llamacpp")
+ENGINES = tuple(engine.value for engine in Engine)
+# The target labels the operator's queries join on (its defaults), written into the file_sd targets.
+SERIES_LABELS = QueryOptions()
 CONTAINER = "engine"
 DEFAULT_GRACE_SECONDS = 30  # Kubernetes' default terminationGracePeriodSeconds
 # Headers that belong to one connection, not to the request (RFC 9110 section 7.6.1), plus the ones the
@@ -73,7 +75,6 @@ HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer"}
     | {"transfer-encoding", "upgrade", "host", "content-length"}
 )
-PR_SET_PDEATHSIG = 1
 # Set in every engine's environment to namespace/pod: tells our engines from any other simengine.
 POD_ENV = "INFERSCALE_POD"
 
@@ -160,9 +161,9 @@ def file_sd_targets(pods_ports: Sequence[tuple[Pod, int]]) -> list[dict[str, Any
         {
             "targets": [f"127.0.0.1:{port}"],
             "labels": {
-                "namespace": pod.namespace,
-                "service": pod.service,
-                "pod": pod.name,
+                SERIES_LABELS.namespace_label: pod.namespace,
+                SERIES_LABELS.service_label: pod.service,
+                SERIES_LABELS.pod_label: pod.name,
                 "inference_engine": pod.engine,
             },
         }
@@ -170,25 +171,11 @@ def file_sd_targets(pods_ports: Sequence[tuple[Pod, int]]) -> list[dict[str, Any
     ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def write_json(path: Path, data: Any) -> None:
     """Replace ``path`` atomically, so readers (Prometheus, clients) never see half a file."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the runner dies, even from SIGKILL (no orphan engines)."""
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 # --- Kubernetes -------------------------------------------------------------------------------------
@@ -296,7 +283,7 @@ def set_pod_status(core: Any, pod: Pod, ready: bool, life: ContainerLife) -> Non
 # --- engines ----------------------------------------------------------------------------------------
 
 
-class Engine:
+class EngineProcess:
     """The simengine of one pod: started, probed, restarted if it dies, drained when the pod goes."""
 
     def __init__(self, pod: Pod, runner: Runner) -> None:
@@ -344,7 +331,7 @@ class Engine:
                         stdout=out,
                         stderr=asyncio.subprocess.STDOUT,
                         start_new_session=True,  # a Ctrl-C on the runner's terminal is the runner's to handle
-                        preexec_fn=_die_with_parent,
+                        preexec_fn=die_with_parent,  # no orphan engines when the runner dies
                         env={**os.environ, POD_ENV: self.pod.key},
                     )
                 log.info("Started engine for pod %s: pid %d on %s", self.pod.key, self.process.pid, self.url)
@@ -465,7 +452,7 @@ class ServiceProxy:
             await self._site_runner.cleanup()
         log.info("Service %s: proxy on %s closed (no engines left)", self.key, self.url)
 
-    def _pick(self, tried: set[Engine]) -> Engine | None:
+    def _pick(self, tried: set[EngineProcess]) -> EngineProcess | None:
         ready = [e for e in self.runner.engines_of(self.key) if e.ready and e not in tried]
         if not ready:
             return None
@@ -475,7 +462,7 @@ class ServiceProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
-        tried: set[Engine] = set()
+        tried: set[EngineProcess] = set()
         while (engine := self._pick(tried)) is not None:
             tried.add(engine)
             engine.in_flight += 1
@@ -496,7 +483,7 @@ class ServiceProxy:
         return web.json_response({"error": f"no ready engine behind service {self.key}"}, status=503)
 
     async def _relay(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, engine: Engine
+        self, request: web.Request, upstream: aiohttp.ClientResponse, engine: EngineProcess
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
         for name, value in upstream.headers.items():
@@ -526,8 +513,8 @@ class Runner:
         self.settings = settings
         self.core = core
         self.http = http
-        self.engines: dict[str, Engine] = {}  # by pod uid
-        self.draining: set[Engine] = set()
+        self.engines: dict[str, EngineProcess] = {}  # by pod uid
+        self.draining: set[EngineProcess] = set()
         self.proxies: dict[str, ServiceProxy] = {}
         self.background: set[asyncio.Task[None]] = set()
         self._skipped: set[str] = set()
@@ -546,7 +533,7 @@ class Runner:
     def _ports_file(self) -> Path:
         return self.settings.state_dir / "ports.json"
 
-    def engines_of(self, service_key: str) -> Iterator[Engine]:
+    def engines_of(self, service_key: str) -> Iterator[EngineProcess]:
         return (e for e in self.engines.values() if e.pod.service_key == service_key)
 
     def changed(self) -> None:
@@ -596,9 +583,9 @@ class Runner:
             engine.pod = pod
             engine.heal()
         elif wanted:
-            self.engines[pod.uid] = Engine(pod, self)
+            self.engines[pod.uid] = EngineProcess(pod, self)
 
-    def _retire(self, engine: Engine) -> None:
+    def _retire(self, engine: EngineProcess) -> None:
         log.info("Pod %s is gone or going: draining its engine", engine.pod.key)
         del self.engines[engine.pod.uid]
         self.draining.add(engine)

@@ -399,7 +399,7 @@ def write_json(report: dict[str, Any], path: str | Path) -> Path:
     return out
 
 
-def _replicas_informative(rows: Sequence[dict[str, Any]]) -> bool:
+def replicas_informative(rows: Sequence[dict[str, Any]]) -> bool:
     """A replicas panel is worth drawing only when there is more than one engine or the count changes."""
     known = {r["replicas"] for r in rows if r["replicas"] is not None}
     return len(known) > 1 or any(v > 1 for v in known)
@@ -427,7 +427,7 @@ def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = N
 
     engine = report.get("engine_metrics") or {}
     series = engine.get("series") or {}
-    show_replicas = _replicas_informative(rows)
+    show_replicas = replicas_informative(rows)
     names = ["load", "throughput", "itl", "ttft"] + (["replicas"] if show_replicas else []) + (
         ["engine"] if series else []
     )  # fmt: skip

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from inferscale.api import Engine
 
 from loadgen import engine_api_llamacpp as llamacpp
 from loadgen.engine_api import (
@@ -46,7 +47,6 @@ from loadgen.engine_api import (
     ApiError,
     Choice,
     Endpoint,
-    Engine,
     GenerationRequest,
     ResponseContext,
     StopHit,

@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 from inferscale.api import KIND, InferenceServiceSpec, InvalidSpec, parse_spec
+from inferscale.settings import SCALING
 
 from loadgen.argtypes import non_negative, png_path, positive
 from loadgen.fleet_compare import (
@@ -94,8 +95,9 @@ def add_parser(subparsers: Any) -> None:
     fleet.add_argument("--max-model-len", type=_whole, metavar="TOKENS", help="engine limit (default: spec/profile)")
     fleet.add_argument("--max-replicas", type=_whole, default=DEFAULT_MAX_REPLICAS, help="without --isvc (64)")
     fleet.add_argument("--cold-start", type=non_negative, metavar="S", help="added replicas' start time (profile)")
-    fleet.add_argument("--tick", type=positive, default=15.0, metavar="S", help="inferscale/HPA/KEDA tick (15)")
-    fleet.add_argument("--ttft-window", type=positive, default=120.0, metavar="S", help="p95 TTFT range (120)")
+    tick, window = SCALING.tick_seconds, float(SCALING.ttft_window_seconds)  # the operator's defaults
+    fleet.add_argument("--tick", type=positive, default=tick, metavar="S", help=f"inferscale/HPA/KEDA tick ({tick:g})")
+    fleet.add_argument("--ttft-window", type=positive, default=window, metavar="S", help=f"p95 TTFT range ({window:g})")
     fleet.add_argument("--interval", type=positive, default=60.0, metavar="S", help="peak and oracle window (60)")
     fleet.add_argument("--batch-factor", type=_whole, default=4, help="raise-batch: max_num_seqs multiplier (4)")
     fleet.add_argument("--keda-target", type=positive, default=5.0, metavar="N", help="waiting per replica (5)")

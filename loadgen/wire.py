@@ -64,7 +64,7 @@ class Collect:
             self.body += data[: self._limit - len(self.body)]
 
 
-class _Connection(asyncio.BufferedProtocol):
+class Connection(asyncio.BufferedProtocol):
     """One HTTP/1.1 connection; runs one request at a time.
 
     httptools (the llhttp parser uvicorn uses) reads the framing: status line, headers, chunked or
@@ -202,8 +202,8 @@ class ConnectionPool:
         self._ssl = ssl.create_default_context() if url.scheme == "https" else None
         self._connect_timeout = connect_timeout
         self._clock = clock
-        self._idle: list[_Connection] = []
-        self._busy: set[_Connection] = set()
+        self._idle: list[Connection] = []
+        self._busy: set[Connection] = set()
 
     def head(self, method: str, path: str, *, content_length: int | None = None, accept: str = "*/*") -> bytes:
         """The request head for ``path`` (under the base URL's path)."""
@@ -217,11 +217,11 @@ class ConnectionPool:
             lines += ["Content-Type: application/json", f"Content-Length: {content_length}"]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    async def _connect(self) -> _Connection:
+    async def _connect(self) -> Connection:
         loop = asyncio.get_running_loop()
         clock = self._clock
         async with asyncio.timeout(self._connect_timeout):
-            _, conn = await loop.create_connection(lambda: _Connection(clock), self.host, self.port, ssl=self._ssl)
+            _, conn = await loop.create_connection(lambda: Connection(clock), self.host, self.port, ssl=self._ssl)
         return conn
 
     async def request(self, payload: bytes, sink: BodySink) -> None:
@@ -232,7 +232,7 @@ class ConnectionPool:
         """
         loop = asyncio.get_running_loop()
         for attempt in range(2):
-            conn: _Connection | None = None
+            conn: Connection | None = None
             while self._idle:
                 candidate = self._idle.pop()
                 if not candidate.closed:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from inferscale.settings import SCALING
+
 
 def _run_operator(args: argparse.Namespace) -> int:
     import kopf
@@ -102,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--verbose", "-v", action="store_true", help="debug logging")
     run.add_argument("--liveness", default=None, help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz")
     run.add_argument("--prometheus-url", help="Prometheus base URL (env INFERSCALE_PROMETHEUS_URL); unset: no scaling")
-    run.add_argument("--tick-seconds", type=float, help="scaling tick period (env INFERSCALE_TICK_SECONDS, default 15)")
+    run.add_argument(
+        "--tick-seconds",
+        type=float,
+        help=f"scaling tick period (env INFERSCALE_TICK_SECONDS, default {SCALING.tick_seconds:g})",
+    )
     run.add_argument("--metrics-port", type=int, help="serve the operator's own metrics (env INFERSCALE_METRICS_PORT)")
     run.add_argument(
         "--lease",

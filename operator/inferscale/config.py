@@ -1,20 +1,21 @@
 """The operator's own configuration, from INFERSCALE_* environment variables (and the
-`inferscale operator run` flags, which override them)."""
+`inferscale operator run` flags, which override them). The tick, window and staleness fields, with
+their defaults, come from `settings.ScalingSettings`, which the simulator reads too."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from inferscale.metrics import PrometheusConfig
+from inferscale.prometheus import PrometheusConfig
 from inferscale.promql import QueryOptions
+from inferscale.settings import ScalingSettings
 
 
-class OperatorConfig(BaseSettings):
+class OperatorConfig(ScalingSettings, BaseSettings):
     model_config = SettingsConfigDict(env_prefix="INFERSCALE_", frozen=True, extra="ignore")
 
     prometheus_url: Annotated[
@@ -23,16 +24,9 @@ class OperatorConfig(BaseSettings):
     prometheus_bearer_token_file: Path | None = None
     prometheus_ca_file: Path | None = None
     prometheus_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10.0
-    tick_seconds: Annotated[float, Field(gt=0, le=3600, description="How often all services are scaled.")] = 15.0
     resync_seconds: Annotated[
         float,
         Field(gt=0, le=3600, description="How often every child is compared with its rendering (missed events)."),
-    ] = 60.0
-    ttft_window_seconds: Annotated[int, Field(ge=2, le=3600, description="Range of the p95 TTFT and rate queries.")] = (
-        120
-    )
-    stale_after_seconds: Annotated[
-        float, Field(gt=0, le=3600, description="Engine samples older than this make the operator hold.")
     ] = 60.0
     metrics_port: Annotated[
         int | None, Field(ge=1, le=65535, description="Serve the operator's own Prometheus metrics here.")
@@ -50,11 +44,3 @@ class OperatorConfig(BaseSettings):
 
     def query_options(self) -> QueryOptions:
         return QueryOptions(window_seconds=self.ttft_window_seconds, max_sample_age_seconds=self.stale_after_seconds)
-
-    @property
-    def ttft_window(self) -> timedelta:
-        return timedelta(seconds=self.ttft_window_seconds)
-
-    @property
-    def stale_after(self) -> timedelta:
-        return timedelta(seconds=self.stale_after_seconds)

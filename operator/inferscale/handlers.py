@@ -48,7 +48,7 @@ from inferscale.autoscaler import Event, Plan, ServiceView, plan_service
 from inferscale.config import OperatorConfig
 from inferscale.drift import Drift, drift
 from inferscale.kube import Kube, KubeError, NotFound
-from inferscale.metrics import MetricsError, PrometheusSignals
+from inferscale.prometheus import MetricsError, PrometheusSignals
 from inferscale.promql import ServiceKey, ServiceSignals
 from inferscale.replicas import assess, tally
 from inferscale.status import (
@@ -256,7 +256,7 @@ async def reconcile(
         deployed = await asyncio.to_thread(_deployment_replicas, kube, namespace, name)
     except KubeError as error:
         raise kopf.TemporaryError(f"Reading Deployment {namespace}/{name} failed: {error}", delay=10) from error
-    replicas = _replicas_to_render(isvc, status, deployed)
+    replicas = replicas_to_render(isvc, status, deployed)
     try:
         await asyncio.to_thread(kube.apply_all, render.for_service(isvc, replicas=replicas))
     except KubeError as error:
@@ -269,7 +269,7 @@ async def reconcile(
         "Applied",
         f"Deployment, Service and PodDisruptionBudget {namespace}/{name} are applied ({isvc.spec.engine.value}).",
         observedGeneration=generation,
-        desiredReplicas=_desired_to_record(status, deployed, replicas),
+        desiredReplicas=desired_to_record(status, deployed, replicas),
         deploymentName=name,
         endpoint=render.endpoint(isvc),
     )
@@ -284,7 +284,7 @@ def _deployment_replicas(kube: Kube, namespace: str, name: str) -> int | None:
     return int(deployment.get("spec", {}).get("replicas") or 0)
 
 
-def _replicas_to_render(isvc: InferenceService, status: Mapping[str, Any], deployed: int | None) -> int:
+def replicas_to_render(isvc: InferenceService, status: Mapping[str, Any], deployed: int | None) -> int:
     """The replicas reconcile applies. An existing Deployment keeps its count, so a spec edit that
     does not touch the replicas never moves them: in Auto mode the count is the autoscaler's (an
     outside `kubectl scale` stays too, for the tick to report, not for reconcile to undo), held
@@ -299,7 +299,7 @@ def _replicas_to_render(isvc: InferenceService, status: Mapping[str, Any], deplo
     return max(bounds.min, min(bounds.max, int(start)))
 
 
-def _desired_to_record(status: Mapping[str, Any], deployed: int | None, replicas: int) -> int:
+def desired_to_record(status: Mapping[str, Any], deployed: int | None, replicas: int) -> int:
     """status.desiredReplicas after reconcile: changed only when reconcile itself set the count
     (created the Deployment, or moved it into new bounds). Recording a count someone else set
     would hide their change from the tick, which reports it (ReplicasOverridden)."""
@@ -476,7 +476,7 @@ async def _repair(
             # one starts where the operator last wanted it.
             replicas = (actual or {}).get("spec", {}).get("replicas")
             if replicas is None:
-                replicas = _replicas_to_render(isvc, parent.get("status") or {}, None)
+                replicas = replicas_to_render(isvc, parent.get("status") or {}, None)
             desired["spec"]["replicas"] = int(replicas)
         try:
             await asyncio.to_thread(kube.apply, desired)
@@ -540,7 +540,7 @@ async def _scaling_loop(
         while True:
             started = time.monotonic()
             try:
-                await _tick(kube, signals, config, indexes, logger)
+                await run_tick(kube, signals, config, indexes, logger)
             except Exception:
                 # A bug in one tick must not end scaling for good; the traceback is logged.
                 logger.exception("Scaling tick failed")
@@ -551,7 +551,7 @@ async def _scaling_loop(
         signals.close()
 
 
-def _views(indexes: Indexes) -> Iterable[tuple[dict[str, Any], ServiceView]]:
+def service_views(indexes: Indexes) -> Iterable[tuple[dict[str, Any], ServiceView]]:
     """Every service the tick can act on: valid, reconciled, with a Deployment, not being deleted."""
     isvcs, deployments, pods = indexes.isvcs, indexes.deployments, indexes.pods
     for key, store in list(isvcs.items()):
@@ -595,7 +595,7 @@ async def plan_tick(
     loop = asyncio.get_running_loop()
     fetching = loop.run_in_executor(None, functools.partial(signals.fetch_all, now=now))
     try:
-        views = list(_views(indexes))
+        views = list(service_views(indexes))
     finally:
         found, failure = await _answer(fetching)
     if not views:
@@ -638,7 +638,7 @@ async def _answer(
         return {}, error
 
 
-async def _tick(
+async def run_tick(
     kube: Kube,
     signals: PrometheusSignals,
     config: OperatorConfig,

@@ -48,6 +48,7 @@ from typing import Annotated
 from pydantic import AwareDatetime, ConfigDict, Field
 
 from inferscale.api import GPU_RESOURCE, InferenceServiceSpec, Model
+from inferscale.settings import SCALING
 
 # Relative change below which the policy does nothing: gauges jitter from scrape to scrape.
 TOLERANCE = 0.1
@@ -94,8 +95,8 @@ HOLT_ALPHA = 0.5
 HOLT_BETA = 0.3
 # The forecast one cold start ahead is at most this many times the rate now.
 FORECAST_MAX_RISE = 1.2
-DEFAULT_STALE_AFTER = timedelta(seconds=60)
-DEFAULT_TTFT_WINDOW = timedelta(seconds=60)
+DEFAULT_STALE_AFTER = SCALING.stale_after
+DEFAULT_TTFT_WINDOW = SCALING.ttft_window
 # Largest replica count a formula may produce before clamping (keeps math.ceil finite).
 _HUGE = 1_000_000.0
 

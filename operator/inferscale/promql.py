@@ -6,7 +6,7 @@ their histograms have different buckets, which one histogram_quantile cannot mix
 p95 prefill time (vLLM's and TGI's), and one for freshness, each aggregated
 `by (namespace, service)`, so one answer covers every service. vLLM, TGI, SGLang, llama.cpp
 and DCGM feed the same signal names; an engine without a signal leaves it missing. Nothing here talks to a
-server; `metrics` sends the queries and hands the answers back to `parse_signals`.
+server; `prometheus` sends the queries and hands the answers back to `parse_signals`.
 
 Freshness: every sample of one scrape carries the scrape's time, so one timestamp per
 source (the engine's waiting gauge, DCGM's utilisation) dates all the signals from it;
@@ -144,6 +144,8 @@ from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from inferscale.settings import SCALING
+
 # --- metric names -------------------------------------------------------------------
 
 VLLM_WAITING = "vllm:num_requests_waiting"
@@ -229,13 +231,13 @@ class QueryOptions(BaseModel):
 
     window_seconds: Annotated[
         int, Field(ge=2, le=3600, description="Range of rate() and of the TTFT histogram; a few scrape intervals.")
-    ] = 120
+    ] = SCALING.ttft_window_seconds
     ttft_quantile: Annotated[
         float, Field(gt=0, lt=1, description="Quantile of TTFT reported, and of prefill time (to compare them).")
     ] = 0.95
     max_sample_age_seconds: Annotated[
         float, Field(gt=0, le=3600, description="A signal whose oldest sample is older than this is stale.")
-    ] = 60.0
+    ] = SCALING.stale_after_seconds
     namespace_label: str = "namespace"
     service_label: str = "service"
     pod_label: str = "pod"

@@ -19,6 +19,8 @@ HEALTH_PATH = "/health"
 METRICS_PATH = "/metrics"
 # The label Prometheus series are joined on (relabelled to `service` when scraping).
 SERVICE_LABEL = f"{GROUP}/service"
+# The engine's name (vllm, tgi, ...), as Kubernetes' recommended labels have it.
+ENGINE_LABEL = "app.kubernetes.io/name"
 MANAGED_BY = "inferscale"
 # Time for the Service's endpoints to drop a terminating pod before the engine gets
 # SIGTERM; without it, new requests still arrive at a server that is shutting down.
@@ -46,7 +48,7 @@ def selector_labels(isvc: InferenceService) -> dict[str, str]:
 
 def labels(isvc: InferenceService) -> dict[str, str]:
     return {
-        "app.kubernetes.io/name": isvc.spec.engine.value,
+        ENGINE_LABEL: isvc.spec.engine.value,
         "app.kubernetes.io/instance": isvc.metadata.name,
         "app.kubernetes.io/component": "inference-engine",
         "app.kubernetes.io/part-of": "inferscale",

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client, config
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import Operator, condition, get_json, kubectl
-from tests.support import wait_for
 
 GROUP, VERSION, PLURAL = "inferscale.io", "v1alpha1", "inferenceservices"
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from loadgen.processes import free_port, wait_for
 from tests.e2e.conftest import (
     KUBECONFIG,
     Operator,
@@ -29,7 +30,6 @@ from tests.e2e.conftest import (
     session_operator_paused,
 )
 from tests.helm import CHART, helm, requires_helm
-from tests.support import free_port, wait_for
 
 pytestmark = requires_helm()
 

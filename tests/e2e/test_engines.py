@@ -20,10 +20,11 @@ from typing import Any
 
 import httpx
 import pytest
-from inferscale.metrics import PrometheusConfig, PrometheusSignals, QueryOptions
+from inferscale.prometheus import PrometheusConfig, PrometheusSignals
+from inferscale.promql import QueryOptions
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import ROOT, STATE, condition, get_json, kubectl
-from tests.support import wait_for
 
 ENGINES_DIR = STATE / "engines"
 PROMETHEUS = f"http://127.0.0.1:{os.environ.get('INFERSCALE_PROMETHEUS_PORT', '19090')}"

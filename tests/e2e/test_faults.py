@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import (
     KUBECONFIG,
     KUBECTL,
@@ -37,7 +38,6 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_engines import PROMETHEUS, endpoints, hold_streams, prometheus, runner, script  # noqa: F401
 from tests.e2e.test_scaling import ISVC, SETTINGS, scaling_operator  # noqa: F401
-from tests.support import wait_for
 
 
 def _isvc(namespace: str, name: str = "chat") -> dict[str, Any]:

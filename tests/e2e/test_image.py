@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from loadgen.processes import free_port, wait_for
 from tests.e2e.conftest import KUBECONFIG, ROOT, get_json, kubectl, service_account_kubeconfig, session_operator_paused
 from tests.helm import CHART, helm, requires_helm
 from tests.image.oci import ARCHIVE, PODMAN, PODMAN_RUN, load
-from tests.support import free_port, wait_for
 
 pytestmark = requires_helm()
 

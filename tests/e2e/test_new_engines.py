@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import Operator, condition, get_json, kubectl
 from tests.e2e.test_engines import endpoints, hold_streams, prometheus, promql, runner  # noqa: F401
 from tests.e2e.test_scaling import ISVC, scaled_down, scaling_operator  # noqa: F401
-from tests.support import wait_for
 
 ENGINES = {
     "sglang": {"queue": "sglang:num_queue_reqs", "spec": {}},

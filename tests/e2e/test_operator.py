@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import ROOT, Operator, condition, get_json, kubectl
-from tests.support import wait_for
 
 
 def _apply_file(namespace: str, path: Path) -> None:

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inferscale.autoscaler import remembered
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import Operator, get_json, kubectl
 from tests.e2e.test_engines import endpoints, prometheus, runner  # noqa: F401
 from tests.e2e.test_scaling import ISVC, scaling_operator  # noqa: F401
-from tests.support import wait_for
 
 WRITER = "someone-else"  # the other field manager
 TIMES = ["lastScaleTime", "readyChangedAt", "backlogSeenAt", "backlogClearedAt", "demandAt", "rateSince"]

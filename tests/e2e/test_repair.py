@@ -9,8 +9,8 @@ import json
 import time
 from typing import Any
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import RESYNC_SECONDS, Operator, condition, get_json, kubectl
-from tests.support import wait_for
 
 ISVC = {
     "apiVersion": "inferscale.io/v1alpha1",

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from loadgen.processes import wait_for
 from tests.e2e.conftest import KUBECONFIG, KUBECTL, ROOT, Operator, condition, get_json, kubectl
 from tests.e2e.test_engines import PROMETHEUS, endpoints, hold_streams, prometheus, runner  # noqa: F401
-from tests.support import wait_for
 
 # Fast enough for a test: 2 s ticks against a 2 s scrape, windows of tens of seconds.
 SETTINGS = {"tick_seconds": "2", "ttft_window_seconds": "20", "stale_after_seconds": "15"}

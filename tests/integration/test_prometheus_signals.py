@@ -15,22 +15,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from inferscale.metrics import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
+from inferscale.prometheus import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
 from inferscale.promql import QueryOptions, ServiceSignals, Signal
 
-from tests.integration.exporters import (
+from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
+from loadgen.processes import free_port, wait_for
+from loadgen.testing import (
     TGI_DURATION_BUCKETS,
-    VLLM_REQUEST_LATENCY_BUCKETS,
-    VLLM_TTFT_BUCKETS,
     DcgmExporter,
     Gpu,
     MetricsServer,
-    TgiEngine,
+    Prometheus,
+    TgiExporter,
     Traffic,
-    VllmEngine,
+    VllmExporter,
 )
-from tests.prometheus import Prometheus
-from tests.support import free_port, wait_for
 
 WINDOW = 5
 OPTIONS = QueryOptions(window_seconds=WINDOW, max_sample_age_seconds=5)
@@ -62,12 +61,12 @@ ENGINES: dict[str, tuple[dict[str, str], Any]] = {
     # name: (target labels, exporter)
     "chat-0": (
         {"namespace": "team-a", "service": "chat", "pod": "chat-0"},
-        VllmEngine(waiting=3, running=5, kv_cache=0.4, traffic=Traffic(requests_per_second=4)),
+        VllmExporter(waiting=3, running=5, kv_cache=0.4, traffic=Traffic(requests_per_second=4)),
     ),
     "chat-1": (
         {"namespace": "team-a", "service": "chat", "pod": "chat-1"},
         # Its requests wait longer than chat-0's (0.5 s against 0.2 s) and prefill longer (0.2 s).
-        VllmEngine(
+        VllmExporter(
             waiting=1,
             running=2,
             kv_cache=0.6,
@@ -77,16 +76,16 @@ ENGINES: dict[str, tuple[dict[str, str], Any]] = {
     # vLLM before 0.9.2: only the old KV-cache name; and no traffic at all.
     "legacy-0": (
         {"namespace": "team-a", "service": "legacy", "pod": "legacy-0"},
-        VllmEngine(waiting=0, running=0, kv_cache=0.3, kv_names=("old",)),
+        VllmExporter(waiting=0, running=0, kv_cache=0.3, kv_names=("old",)),
     ),
     # vLLM 0.9.2 - 0.10: both names; the new one must win.
     "upgrade-0": (
         {"namespace": "team-b", "service": "upgrade", "pod": "upgrade-0"},
-        VllmEngine(kv_cache=0.7, old_kv_cache=0.1, kv_names=("new", "old"), traffic=Traffic(requests_per_second=1)),
+        VllmExporter(kv_cache=0.7, old_kv_cache=0.1, kv_names=("new", "old"), traffic=Traffic(requests_per_second=1)),
     ),
     "tgi-0": (
         {"namespace": "team-b", "service": "tgi-svc", "pod": "tgi-0"},
-        TgiEngine(
+        TgiExporter(
             queue_size=6,
             batch_size=8,
             traffic=Traffic(requests_per_second=3, prompt_tokens=200, generated_tokens=40),
@@ -95,15 +94,15 @@ ENGINES: dict[str, tuple[dict[str, str], Any]] = {
     # Only the waiting gauge is exported: every other signal is missing.
     "partial-0": (
         {"namespace": "team-c", "service": "partial", "pod": "partial-0"},
-        VllmEngine(waiting=2, only_waiting=True),
+        VllmExporter(waiting=2, only_waiting=True),
     ),
     # Stopped by a test: its signals must turn stale, then missing.
     "doomed-0": (
         {"namespace": "team-c", "service": "doomed", "pod": "doomed-0"},
-        VllmEngine(waiting=9, running=4, kv_cache=0.5, traffic=Traffic(requests_per_second=2)),
+        VllmExporter(waiting=9, running=4, kv_cache=0.5, traffic=Traffic(requests_per_second=2)),
     ),
     # A vLLM pod that is not an InferenceService's (no service label): never reported.
-    "foreign-0": ({"namespace": "team-a", "pod": "foreign-0"}, VllmEngine(waiting=50, running=50)),
+    "foreign-0": ({"namespace": "team-a", "pod": "foreign-0"}, VllmExporter(waiting=50, running=50)),
 }
 
 GPUS = [

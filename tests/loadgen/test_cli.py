@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from inferscale.promql import VLLM_REQUEST_SUCCESS
 
 from loadgen.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
-from tests.support import free_port
+from loadgen.processes import free_port
 
 from .conftest import ROOT, StartEngine
 
@@ -154,11 +155,11 @@ def _served(url: str) -> float:
     except (urllib.error.URLError, OSError):
         return 0.0
     return sum(
-        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:request_success_total{")
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"{VLLM_REQUEST_SUCCESS}{{")
     )
 
 
-def _prefix_counters(url: str) -> tuple[float, float]:
+def prefix_counters(url: str) -> tuple[float, float]:
     import urllib.request
 
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
@@ -179,10 +180,10 @@ def test_the_engine_finds_a_shared_system_prompt_in_its_cache_and_nothing_of_dis
               "--prompt-tokens", "256", "--output-tokens", "2", "--no-progress", "--json"]  # fmt: skip
     assert main([*common, str(tmp_path / "distinct.json")]) == EXIT_OK
     distinct = json.loads((tmp_path / "distinct.json").read_text())["workload"]
-    assert _prefix_counters(url) == (20 * 256, 0)
+    assert prefix_counters(url) == (20 * 256, 0)
     assert distinct["prompt_tokens_reusable"] == 0
     assert main([*common, str(tmp_path / "shared.json"), "--system-prompt-tokens", "192"]) == EXIT_OK
     shared = json.loads((tmp_path / "shared.json").read_text())["workload"]
     # The first request computes the 192-token system prompt (12 blocks); the other 19 find it cached.
     assert shared["prompt_tokens_reusable"] == 19 * 192
-    assert _prefix_counters(url) == (40 * 256, 19 * 192)
+    assert prefix_counters(url) == (40 * 256, 19 * 192)

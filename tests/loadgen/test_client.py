@@ -7,10 +7,10 @@ import json
 import pytest
 
 from loadgen.client import ClientConfig, StreamingClient, TargetUnreachable, run_closed_loop, run_open_loop
+from loadgen.processes import free_port
 from loadgen.profiles import get_profile
 from loadgen.stats import percentile
 from loadgen.traffic import Arrival, Constant, Fixed, build_schedule
-from tests.support import free_port
 
 from .conftest import StartEngine
 

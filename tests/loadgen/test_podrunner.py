@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 from loadgen.podrunner import Runner, Settings
-from tests.unit.test_podrunner import _pod
+from tests.unit.test_podrunner import pod_json
 
 
 class ApiServer:
@@ -66,7 +66,7 @@ async def _until(what: str, probe: Any, timeout: float = 20) -> None:
 
 @pytest.mark.anyio
 async def test_after_an_api_server_outage_the_runner_sets_the_pods_ready_again(tmp_path: Path) -> None:
-    pod = _pod("vllm")
+    pod = pod_json("vllm")
     pod["status"]["containerStatuses"] = [{"name": "engine", "ready": True, "restartCount": 0}]
     pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # kwok's, once Running
     api = ApiServer(pod)

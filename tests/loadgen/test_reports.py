@@ -15,7 +15,7 @@ from loadgen.client import ClientConfig, LiveProgress, Measurement, StreamingCli
 from loadgen.prompts import ChatLayout, PromptMaker, PromptMix
 
 from .conftest import StartEngine
-from .test_cli import _prefix_counters
+from .test_cli import prefix_counters
 
 
 def test_run_reports_goodput_over_several_slos_and_writes_csv(
@@ -89,7 +89,7 @@ def test_chat_run_against_the_engine_finds_the_resent_history_in_its_cache(
     assert report["workload"]["api"] == "/v1/chat/completions"
     assert report["requests"]["succeeded"] == 10
     assert report["throughput"]["output_tokens"] == 10 * 16
-    queries, hits = _prefix_counters(url)
+    queries, hits = prefix_counters(url)
     # 2 conversations of 4 turns then 2 more: 6 of the 10 requests continue one and find its history cached
     assert hits > 0.3 * queries
 

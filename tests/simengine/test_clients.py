@@ -17,9 +17,9 @@ import httpx
 import openai
 import pytest
 from huggingface_hub import InferenceClient
+from inferscale.api import Engine
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.engine_api import Engine
 from loadgen.profiles import TEST_PROFILE
 from loadgen.simengine import ServerConfig, running_server
 from loadgen.tokens import filler_text

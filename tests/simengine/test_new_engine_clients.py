@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from inferscale.api import Engine
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.engine_api import Engine
 from loadgen.engine_metrics import SGLANG_TTFT_BUCKETS
 from loadgen.profiles import TEST_PROFILE
 from loadgen.simengine import running_server

@@ -15,14 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
+from inferscale.api import Engine
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.engine_api import Engine
 from loadgen.engine_model import BatchingMode
+from loadgen.processes import free_port
 from loadgen.profiles import TEST_PROFILE
 from loadgen.simengine import ServerConfig, running_server
 from loadgen.tokens import CHAT_TOKENS_FIXED, CHAT_TOKENS_PER_MESSAGE, filler_text
-from tests.support import free_port
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ def _view(
     )
 
 
-def _signals(*, waiting: float, running: float, ttft: float | None, at: datetime = NOW) -> ServiceSignals:
+def service_signals(*, waiting: float, running: float, ttft: float | None, at: datetime = NOW) -> ServiceSignals:
     observed = {s: at for s in (Signal.QUEUE_DEPTH, Signal.RUNNING_REQUESTS, Signal.TTFT_P95_SECONDS)}
     return ServiceSignals(
         namespace="serving",
@@ -47,7 +47,7 @@ def _conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_queue_growth_scales_up_and_records_why() -> None:
     plan = plan_service(
-        _view(replicas=2), _signals(waiting=30, running=16, ttft=2.5), metrics_error=None, now=NOW, **WINDOW
+        _view(replicas=2), service_signals(waiting=30, running=16, ttft=2.5), metrics_error=None, now=NOW, **WINDOW
     )
 
     assert plan.scale_to is not None and plan.scale_to > 2
@@ -74,7 +74,7 @@ def test_prometheus_down_holds_and_says_why() -> None:
 
 
 def test_stale_metrics_hold() -> None:
-    signals = _signals(waiting=50, running=16, ttft=3.0, at=NOW - timedelta(minutes=5))
+    signals = service_signals(waiting=50, running=16, ttft=3.0, at=NOW - timedelta(minutes=5))
     plan = plan_service(_view(replicas=2), signals, metrics_error=None, now=NOW, **WINDOW)
     assert plan.scale_to is None
     assert plan.decision.reason.value == "MetricsStale"
@@ -82,14 +82,14 @@ def test_stale_metrics_hold() -> None:
 
 def test_an_idle_service_has_its_metrics_available() -> None:
     plan = plan_service(
-        _view(replicas=1), _signals(waiting=0, running=0, ttft=None), metrics_error=None, now=NOW, **WINDOW
+        _view(replicas=1), service_signals(waiting=0, running=0, ttft=None), metrics_error=None, now=NOW, **WINDOW
     )
     assert _conditions(plan.status)["MetricsAvailable"]["status"] == "True"
 
 
 def test_out_of_gpus_is_a_limit_not_a_runaway() -> None:
     view = _view(replicas=3, ready=2, pending=1)
-    plan = plan_service(view, _signals(waiting=40, running=16, ttft=3.0), metrics_error=None, now=NOW, **WINDOW)
+    plan = plan_service(view, service_signals(waiting=40, running=16, ttft=3.0), metrics_error=None, now=NOW, **WINDOW)
     assert plan.scale_to is None
     limited = _conditions(plan.status)["ScalingLimited"]
     assert (limited["status"], limited["reason"]) == ("True", "GPUCapacityReached")
@@ -98,7 +98,7 @@ def test_out_of_gpus_is_a_limit_not_a_runaway() -> None:
 
 def test_a_replica_count_changed_by_someone_else_is_reported_not_fought() -> None:
     view = _view(replicas=5, status={"desiredReplicas": 2})
-    plan = plan_service(view, _signals(waiting=0, running=20, ttft=0.5), metrics_error=None, now=NOW, **WINDOW)
+    plan = plan_service(view, service_signals(waiting=0, running=20, ttft=0.5), metrics_error=None, now=NOW, **WINDOW)
 
     assert plan.scale_to is None  # no silent revert to 2
     warning = next(e for e in plan.events if e.type == "Warning")
@@ -110,7 +110,7 @@ def test_a_replica_count_changed_by_someone_else_is_reported_not_fought() -> Non
 
 def test_memory_in_status_prevents_a_flap_after_restart() -> None:
     busy = plan_service(
-        _view(replicas=2), _signals(waiting=30, running=16, ttft=2.5), metrics_error=None, now=NOW, **WINDOW
+        _view(replicas=2), service_signals(waiting=30, running=16, ttft=2.5), metrics_error=None, now=NOW, **WINDOW
     )
     assert busy.scale_to is not None
     scaled = busy.scale_to
@@ -118,7 +118,7 @@ def test_memory_in_status_prevents_a_flap_after_restart() -> None:
     status = dict(busy.status)
     assert MEMORY_FIELD in status
     later = NOW + timedelta(seconds=90)
-    quiet = _signals(waiting=0, running=2, ttft=0.2, at=later)
+    quiet = service_signals(waiting=0, running=2, ttft=0.2, at=later)
     plan = plan_service(_view(replicas=scaled, status=status), quiet, metrics_error=None, now=later, **WINDOW)
     assert plan.scale_to is None  # the 300 s scale-down window still remembers the peak
     assert plan.decision.reason.value == "Stabilizing"
@@ -130,7 +130,7 @@ def test_manual_mode_reports_but_never_scales() -> None:
         update={"spec": parse_spec({"model": {"id": "m"}, "replicas": {"max": 8}, "scaling": {"mode": "Manual"}})}
     )
     view = ServiceView(isvc=manual, status=view.status, deployment_replicas=5, pods=ReplicaCounts(ready=5))
-    plan = plan_service(view, _signals(waiting=60, running=40, ttft=4.0), metrics_error=None, now=NOW, **WINDOW)
+    plan = plan_service(view, service_signals(waiting=60, running=40, ttft=4.0), metrics_error=None, now=NOW, **WINDOW)
 
     assert plan.scale_to is None
     assert plan.events == []  # a manual count is not an external change
@@ -161,7 +161,9 @@ def test_pending_pods_are_said_in_the_schedulers_words() -> None:
         deployment_replicas=3,
         pods=ReplicaCounts(ready=2, pending=1, kubernetes_says=words),
     )
-    plan = plan_service(pending, _signals(waiting=40, running=32, ttft=3.0), metrics_error=None, now=NOW, **WINDOW)
+    plan = plan_service(
+        pending, service_signals(waiting=40, running=32, ttft=3.0), metrics_error=None, now=NOW, **WINDOW
+    )
     assert plan.decision.reason.value == "GPUCapacityReached"
     assert plan.decision.message.endswith(f"Kubernetes says: {words}")
     limited = next(c for c in plan.status["conditions"] if c["type"] == "ScalingLimited")
@@ -169,7 +171,7 @@ def test_pending_pods_are_said_in_the_schedulers_words() -> None:
 
 
 def test_queue_wait_and_prefill_reach_the_policy_and_the_status() -> None:
-    signals = _signals(waiting=12, running=16, ttft=1.9).model_copy(
+    signals = service_signals(waiting=12, running=16, ttft=1.9).model_copy(
         update={
             "request_rate": 6.0,
             "queue_time_seconds": 1.25,
@@ -200,7 +202,7 @@ def test_queue_wait_and_prefill_reach_the_policy_and_the_status() -> None:
 
 def test_queue_and_prefill_times_unknown_are_left_out_of_status() -> None:
     plan = plan_service(
-        _view(replicas=1), _signals(waiting=0, running=0, ttft=None), metrics_error=None, now=NOW, **WINDOW
+        _view(replicas=1), service_signals(waiting=0, running=0, ttft=None), metrics_error=None, now=NOW, **WINDOW
     )
 
     assert observation(_view(replicas=1), None).queue_time_seconds is None
@@ -213,7 +215,7 @@ def test_llamacpp_status_says_ttft_is_not_exported_and_its_absence_is_no_problem
         spec=parse_spec({"engine": "llamacpp", "gpusPerReplica": 0, "model": {"id": "org/m-GGUF"}}),
     )
     view = ServiceView(isvc=isvc, status={"desiredReplicas": 2}, deployment_replicas=2, pods=ReplicaCounts(ready=2))
-    plan = plan_service(view, _signals(waiting=30, running=16, ttft=None), metrics_error=None, now=NOW, **WINDOW)
+    plan = plan_service(view, service_signals(waiting=30, running=16, ttft=None), metrics_error=None, now=NOW, **WINDOW)
 
     assert observation(view, None).ttft_exported is False
     assert plan.scale_to is not None and plan.scale_to > 2
@@ -225,6 +227,6 @@ def test_llamacpp_status_says_ttft_is_not_exported_and_its_absence_is_no_problem
     assert (
         "ttftExported"
         not in plan_service(
-            _view(), _signals(waiting=0, running=1, ttft=0.2), metrics_error=None, now=NOW, **WINDOW
+            _view(), service_signals(waiting=0, running=1, ttft=0.2), metrics_error=None, now=NOW, **WINDOW
         ).status["signals"]
     )

@@ -221,10 +221,10 @@ def test_inferscale_runs_the_operators_tick_and_its_status_round_trips() -> None
 
 
 def test_the_oracle_is_judged_at_the_attainment_a_policy_reached() -> None:
-    from loadgen.fleet_policies import OraclePlan, _frontier
+    from loadgen.fleet_policies import OraclePlan, pareto_frontier
 
     # A dearer run that attains less, and a tie on cost, are not on the frontier.
-    frontier = _frontier([(100.0, 0.90), (150.0, 0.85), (200.0, 0.96), (200.0, 0.94), (300.0, 0.99)])
+    frontier = pareto_frontier([(100.0, 0.90), (150.0, 0.85), (200.0, 0.96), (200.0, 0.94), (300.0, 0.99)])
     assert frontier == ((100.0, 0.90), (200.0, 0.96), (300.0, 0.99))
     plan = OraclePlan(SchedulePolicy("oracle", [1], 60.0, 90.0), None, 1, True, frontier=frontier)  # type: ignore[arg-type]
     assert plan.gpu_seconds_at(0.93) == (pytest.approx(150.0), True)  # halfway between 0.90 and 0.96

@@ -16,8 +16,8 @@ from inferscale import handlers
 from inferscale.autoscaler import ServiceView
 from inferscale.config import OperatorConfig
 from inferscale.kube import KubeError
-from inferscale.metrics import MetricsUnavailable
 from inferscale.policy import Memory, Reason
+from inferscale.prometheus import MetricsUnavailable
 from inferscale.promql import ServiceKey, ServiceSignals, Signal
 
 LOGGER = logging.getLogger("test_plan_tick")
@@ -145,14 +145,14 @@ def test_invalid_specs_are_skipped_and_only_them_means_nothing_to_plan() -> None
 
 def test_prometheus_is_asked_while_the_views_are_built(monkeypatch: pytest.MonkeyPatch) -> None:
     signals = Signals({("a", "chat"): (0.0, 6.0)})
-    real_views = handlers._views
+    real_views = handlers.service_views
 
     def views(index: handlers.Indexes) -> Iterable[tuple[dict[str, Any], ServiceView]]:
         # Building the views does not yield to the event loop: the queries must already be on their way.
         assert signals.fetch_started.wait(timeout=5), "fetch_all did not start before the views were built"
         yield from real_views(index)
 
-    monkeypatch.setattr(handlers, "_views", views)
+    monkeypatch.setattr(handlers, "service_views", views)
     planned = plan(signals, indexes({("a", "chat"): 2}))
     assert planned is not None and len(planned.plans) == 1
 
@@ -177,7 +177,7 @@ def test_an_api_server_outage_is_one_warning_a_tick_however_many_services(
     signals = Signals(dict.fromkeys(services, (0.0, 4.0)))
     kube = UnreachableKube()
     with caplog.at_level(logging.DEBUG, logger=LOGGER.name):
-        asyncio.run(handlers._tick(kube, signals, CONFIG, indexes(services), LOGGER))  # type: ignore[arg-type]
+        asyncio.run(handlers.run_tick(kube, signals, CONFIG, indexes(services), LOGGER))  # type: ignore[arg-type]
 
     assert kube.calls == 30  # each service's status write was tried
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]

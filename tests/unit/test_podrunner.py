@@ -14,7 +14,7 @@ from loadgen import simengine
 from loadgen.podrunner import ContainerLife, Pod, Settings, container_status, file_sd_targets, simengine_command
 
 
-def _pod(engine: str, *, phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
+def pod_json(engine: str, *, phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
     """A pod as the ReplicaSet would create it from the operator's Deployment."""
     isvc = InferenceService(
         metadata=ObjectMeta(name="llama", namespace="serving", uid="uid-1", generation=1),
@@ -29,7 +29,7 @@ def _pod(engine: str, *, phase: str = "Running", deleting: bool = False) -> dict
 
 @pytest.mark.parametrize("engine", ["vllm", "tgi", "sglang", "llamacpp"])
 def test_the_engine_runs_with_the_pods_own_args(engine: str) -> None:
-    pod = Pod.from_json(_pod(engine))
+    pod = Pod.from_json(pod_json(engine))
     assert (pod.namespace, pod.service, pod.engine, pod.running, pod.deleting) == (
         "serving",
         "llama",
@@ -67,12 +67,12 @@ def test_the_engine_runs_with_the_pods_own_args(engine: str) -> None:
     ("phase", "deleting", "running"), [("Pending", False, False), ("Running", True, True), ("Succeeded", False, False)]
 )
 def test_phase_and_deletion(phase: str, deleting: bool, running: bool) -> None:
-    pod = Pod.from_json(_pod("vllm", phase=phase, deleting=deleting))
+    pod = Pod.from_json(pod_json("vllm", phase=phase, deleting=deleting))
     assert (pod.running, pod.deleting) == (running, deleting)
 
 
 def test_targets_carry_the_pods_identity() -> None:
-    assert file_sd_targets([(Pod.from_json(_pod("tgi")), 4001)]) == [
+    assert file_sd_targets([(Pod.from_json(pod_json("tgi")), 4001)]) == [
         {
             "targets": ["127.0.0.1:4001"],
             "labels": {
@@ -86,7 +86,7 @@ def test_targets_carry_the_pods_identity() -> None:
 
 
 def test_a_crashed_engine_waits_in_crash_loop_back_off_as_the_kubelet_reports_it() -> None:
-    pod = Pod.from_json(_pod("vllm"))
+    pod = Pod.from_json(pod_json("vllm"))
     kwok = {"name": "engine", "ready": True, "restartCount": 0, "state": {"running": {"startedAt": "t0"}}}
     crashed = ContainerLife(
         restart_count=3,

@@ -181,10 +181,11 @@ def test_ttft_breach_waits_for_the_p95_window_to_cover_new_replicas() -> None:
     decision = _decide(_seen(4, running=40, ttft=1.9), memory)
     assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
     assert decision.message == (
-        "p95 TTFT 1.90s > SLO 1.20s, but the ready replicas changed 30s ago and the 60s p95 TTFT window "
+        "p95 TTFT 1.90s > SLO 1.20s, but the ready replicas changed 30s ago and the 120s p95 TTFT window "
         "does not reflect them yet: holding 4 replicas."
     )
-    later = decide(_spec(), _seen(4, running=40, ttft=1.9), memory, T0 + timedelta(seconds=30))
+    at = T0 + timedelta(seconds=90)
+    later = decide(_spec(), _seen(4, running=40, ttft=1.9, at=at), memory, at)
     assert (later.replicas, later.reason) == (7, Reason.SLO_BREACHED)
 
 
@@ -208,17 +209,18 @@ def test_replicas_just_ready_drain_the_backlog_before_more_are_added() -> None:
 
 def test_a_drained_backlogs_waits_in_the_p95_window_do_not_size_a_scale_up() -> None:
     # The queue was over its target 70 s ago and emptied 45 s ago; its requests' long waits are
-    # still in the 60 s p95 window, though nothing waits now.
+    # still in the 120 s p95 window, though nothing waits now.
     after_backlog = _settled(4, backlog_seen_at=_ago(70), backlog_cleared_at=_ago(45))
     decision = _decide(_seen(4, running=20, ttft=30.0), after_backlog)
     assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
     assert decision.message == (
         "p95 TTFT 30.00s > SLO 1.20s, but requests waited beyond the queue target until 45s ago, "
-        "and the 60s p95 TTFT window holds their waits: holding 4 replicas."
+        "and the 120s p95 TTFT window holds their waits: holding 4 replicas."
     )
     assert decision.memory.slo_knee_per_replica is None  # nothing learnt from those waits
     # A window after it cleared, a breach is the replicas' own again.
-    later = decide(_spec(), _seen(4, running=20, ttft=3.0), after_backlog, T0 + timedelta(seconds=15))
+    at = T0 + timedelta(seconds=75)
+    later = decide(_spec(), _seen(4, running=20, ttft=3.0, at=at), after_backlog, at)
     assert (later.replicas, later.reason) == (8, Reason.SLO_BREACHED)
     # A backlog first seen in this very tick does not mute this tick's breach.
     first = _decide(_seen(4, waiting=17, running=64, ttft=3.0))
@@ -231,7 +233,7 @@ def test_a_backlog_clears_when_nothing_waits_or_a_window_after_it_fell_to_target
     still = _decide(_seen(4, waiting=10, running=64), seen)  # at the target of 16: not cleared yet
     assert still.memory.backlog_cleared_at is None
     assert _decide(_seen(4, waiting=0, running=64), seen).memory.backlog_cleared_at == T0
-    long_ago = _settled(4, backlog_seen_at=_ago(60))
+    long_ago = _settled(4, backlog_seen_at=_ago(120))
     assert _decide(_seen(4, waiting=10, running=64), long_ago).memory.backlog_cleared_at == T0
 
 
@@ -291,7 +293,7 @@ def test_scale_down_waits_until_ttft_reflects_the_last_change() -> None:
     memory = _settled(5)  # five were ready at the last tick, four now
     decision = _decide(_seen(4, running=10, ttft=0.4), memory)
     assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
-    assert "the ready replicas changed 0s ago and the 60s p95 TTFT window does not reflect them yet" in (
+    assert "the ready replicas changed 0s ago and the 120s p95 TTFT window does not reflect them yet" in (
         decision.message
     )
     assert decision.memory.ready_changed_at == T0
@@ -611,7 +613,7 @@ def test_a_breach_the_window_remembers_from_a_burst_already_served_adds_nothing(
 
 
 def test_a_drained_backlog_in_the_rate_window_is_not_demand() -> None:
-    # A backlog cleared 30 s ago: its requests finished in the rate's 60 s window and count in 6 req/s.
+    # A backlog cleared 30 s ago: its requests finished in the rate's 120 s window and count in 6 req/s.
     memory = _settled(
         2,
         capacity_rps=1.0,
@@ -619,13 +621,13 @@ def test_a_drained_backlog_in_the_rate_window_is_not_demand() -> None:
         demand_trend=0.0,
         demand_at=_ago(15),
         rate_since=_ago(600),
-        backlog_seen_at=_ago(120),
+        backlog_seen_at=_ago(240),
         backlog_cleared_at=_ago(30),
     )
     decision = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=6.0, running=6), memory)
     assert decision.replicas == 2 and decision.reason is not Reason.DEMAND_RISING
     # A window after it cleared, the same rate is demand again.
-    settled = memory.model_copy(update={"backlog_cleared_at": _ago(90)})
+    settled = memory.model_copy(update={"backlog_cleared_at": _ago(150)})
     assert _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=6.0, running=6), settled).reason is Reason.DEMAND_RISING
 
 

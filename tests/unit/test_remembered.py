@@ -7,7 +7,7 @@ from inferscale.api import InferenceService, ObjectMeta, parse_spec
 from inferscale.autoscaler import MEMORY_FIELD, Plan, ServiceView, plan_service, remembered
 from inferscale.replicas import ReplicaCounts
 
-from tests.unit.test_autoscaler import _signals
+from tests.unit.test_autoscaler import service_signals
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 WINDOW = {"stale_after": timedelta(seconds=60), "ttft_window": timedelta(seconds=60)}
@@ -121,7 +121,7 @@ def _written(status: dict[str, Any], plan: Plan) -> dict[str, Any]:
 def test_bad_memory_is_reported_once_then_cleared() -> None:
     status = {"desiredReplicas": 3, MEMORY_FIELD: {**GOOD, "readyReplicas": "three", "slosKnee": "x"}}
     plan = plan_service(
-        _view(status), _signals(waiting=0, running=1, ttft=0.2, at=NOW), metrics_error=None, now=NOW, **WINDOW
+        _view(status), service_signals(waiting=0, running=1, ttft=0.2, at=NOW), metrics_error=None, now=NOW, **WINDOW
     )
     [event] = [e for e in plan.events if e.reason == "RememberedStateInvalid"]
     assert event.type == "Warning" and "status.autoscaler.readyReplicas ('three')" in event.message
@@ -129,7 +129,7 @@ def test_bad_memory_is_reported_once_then_cleared() -> None:
     assert plan.clear == {} and plan.status[MEMORY_FIELD]["readyReplicas"] == 3
 
     later = NOW + timedelta(seconds=15)
-    idle = _signals(waiting=0, running=1, ttft=0.2, at=later)
+    idle = service_signals(waiting=0, running=1, ttft=0.2, at=later)
     again = plan_service(_view(_written(status, plan)), idle, metrics_error=None, now=later, **WINDOW)
     assert [e for e in again.events if e.reason == "RememberedStateInvalid"] == []
 
@@ -139,7 +139,7 @@ def test_a_field_the_memory_no_longer_holds_is_cleared() -> None:
     past = (NOW - timedelta(minutes=5)).isoformat()
     status = {"desiredReplicas": 3, MEMORY_FIELD: {"backlogSeenAt": past, "backlogClearedAt": past}}
     plan = plan_service(
-        _view(status), _signals(waiting=40, running=1, ttft=0.2, at=NOW), metrics_error=None, now=NOW, **WINDOW
+        _view(status), service_signals(waiting=40, running=1, ttft=0.2, at=NOW), metrics_error=None, now=NOW, **WINDOW
     )
     assert plan.clear[MEMORY_FIELD] == {"backlogClearedAt": None}
     assert "backlogClearedAt" not in plan.status[MEMORY_FIELD]
@@ -156,7 +156,7 @@ def test_a_far_future_time_no_longer_holds_scale_down_for_good() -> None:
     for _ in range(40):  # 10 minutes of 15 s ticks
         plan = plan_service(
             _view(status, replicas),
-            _signals(waiting=0, running=1, ttft=0.2, at=now),
+            service_signals(waiting=0, running=1, ttft=0.2, at=now),
             metrics_error=None,
             now=now,
             **WINDOW,
@@ -189,7 +189,7 @@ def test_an_absurdly_old_time_holds_replicas_one_window_then_scaling_converges()
     replicas, now, plans = 3, NOW, []
     for _ in range(8):  # 2 minutes of 15 s ticks
         plan = plan_service(
-            _created(status, created, replicas), _signals(waiting=0, running=1, ttft=0.2, at=now),
+            _created(status, created, replicas), service_signals(waiting=0, running=1, ttft=0.2, at=now),
             metrics_error=None, now=now, **WINDOW,
         )  # fmt: skip
         plans.append(plan)
@@ -220,7 +220,7 @@ def test_top_level_fields_the_autoscaler_no_longer_holds_are_nulled() -> None:
     assert "lastScaleTime" not in written and "signals" not in written and written["replicas"] == 3
 
     # A signal that goes missing (no TTFT while idle) is nulled inside signals, the rest stays.
-    idle = _signals(waiting=0, running=0, ttft=None)
+    idle = service_signals(waiting=0, running=0, ttft=None)
     stale = {**written, "signals": {"queueDepth": 7.0, "ttftP95Seconds": 9.0}}
     again = plan_service(_view(stale), idle, metrics_error=None, now=NOW, **WINDOW)
     assert again.clear == {"signals": {"ttftP95Seconds": None}}

@@ -115,15 +115,15 @@ def test_the_operator_image_carries_no_plotting_libraries() -> None:
 
 
 def test_png_draws_a_replicas_panel_only_when_it_carries_information(tmp_path: Path) -> None:
-    from loadgen.report import _replicas_informative
+    from loadgen.report import replicas_informative
 
     records = [record(i, 0.2 * i, ttft=0.05 + 0.01 * i, e2e=0.5) for i in range(30)]
     one = build_report(result(records, 0.0, 6.6), target="t", model=None, workload={})
     stepped = build_report(
         result(records, 0.0, 6.6), target="t", model=None, workload={}, cost=CostModel(replicas=lambda t: 1 + (t > 3))
     )
-    assert not _replicas_informative(one["timeseries"]) and _replicas_informative(stepped["timeseries"])
-    assert _replicas_informative(build_report(
+    assert not replicas_informative(one["timeseries"]) and replicas_informative(stepped["timeseries"])
+    assert replicas_informative(build_report(
         result(records, 0.0, 6.6), target="t", model=None, workload={}, cost=CostModel(replicas=static_replicas(3))
     )["timeseries"])  # fmt: skip
     import matplotlib.image

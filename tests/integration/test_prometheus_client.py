@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from inferscale import handlers
 from inferscale.config import OperatorConfig
-from inferscale.metrics import MalformedAnswer, MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
+from inferscale.prometheus import MalformedAnswer, MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
 from inferscale.promql import answer_problem
 from pydantic import ValidationError
 
