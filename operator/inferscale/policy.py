@@ -355,7 +355,7 @@ def decide(
     # The request rate counts requests as they finish: while a backlog's drain is in its window it counts
     # the backlog again, not new demand. Sized from it only once that has passed (known before this tick,
     # so more load never yields fewer replicas).
-    sized = demand.replicas(capacity, current, max_step) if tick.backlog_settled else None
+    sized = demand.replicas(capacity, observed.ready_replicas, max_step) if tick.backlog_settled else None
     if live_breach or (queue_breach and not draining):
         return _scale_up(tick, load, slo_breach=live_breach, at_least=sized)
     if sized is not None and sized.replicas > current:
@@ -382,7 +382,9 @@ def decide(
     # Removing replicas asks for the tolerance below the fill that adds them, so a rate that jitters
     # around a boundary does not remove a replica only to add it back a tick later.
     return _scale_down(
-        tick, load, demand.replicas(capacity, current, max_step, fill=RATE_FILL * (1 - TOLERANCE), smooth=True)
+        tick,
+        load,
+        demand.replicas(capacity, observed.ready_replicas, max_step, fill=RATE_FILL * (1 - TOLERANCE), smooth=True),
     )
 
 
@@ -502,7 +504,7 @@ class _Demand:
         return min(ahead, max(self.level, self.rate or 0.0) * FORECAST_MAX_RISE)
 
     def replicas(
-        self, capacity: float | None, current: int, max_step: int, *, fill: float = RATE_FILL, smooth: bool = False
+        self, capacity: float | None, ready: int, max_step: int, *, fill: float = RATE_FILL, smooth: bool = False
     ) -> _Sized | None:
         """Replicas for the rate now and its forecast; ``smooth`` sizes from the smoothed level alone (for
         removing replicas: a rate that jitters must not hold them), else from the higher of rate and level."""
@@ -511,8 +513,10 @@ class _Demand:
         per = capacity * fill
         now = _ceil((self.level if smooth else max(self.rate, self.level)) / per)
         ahead = _ceil(self.forecast / per)
-        # A forecast that was wrong costs at most one step beyond what today's rate needs.
-        replicas = min(max(now, ahead), max(now, current) + max_step)
+        # A forecast that was wrong costs at most one step beyond what today's rate needs (or the replicas
+        # ready now). Counted from the ready ones: counted from all, a forecast still above them while its
+        # step starts added a second step on top, and a third on the next tick.
+        replicas = min(max(now, ahead), max(now, ready) + max_step)
         return _Sized(replicas, self.rate, self.forecast, capacity, self.horizon_s)
 
 

@@ -522,6 +522,23 @@ def test_demand_sizes_from_the_learnt_capacity_with_starting_replicas_counted() 
     assert _decide(starting, memory.model_copy(update={"ready_replicas": 2})).replicas == 4
 
 
+def test_a_forecast_adds_one_step_beyond_the_rate_and_none_on_top_of_a_step_still_starting() -> None:
+    # 8.9 req/s at 1 req/s a replica (run at 90%) need 10; Holt's forecast (capped at 1.2x: 10.7 req/s) asks 12.
+    spec = _spec(
+        replicas={"min": 1, "max": 16},
+        scaling={"ttftP95Seconds": 1.2, "queueDepthPerReplica": 4, "scaleUp": {"maxStepReplicas": 1}},
+    )
+    memory = _settled(
+        8, capacity_rps=1.0, demand_level=8.9, demand_trend=0.01, demand_at=_ago(15), rate_since=_ago(600)
+    )
+    ready = _timed(10, ttft=0.4, queue_time=0.0, rate=8.9, running=40)
+    assert decide(spec, ready, memory.model_copy(update={"ready_replicas": 10}), T0).replicas == 11  # one step
+    # 11 replicas, 3 of them still starting: the forecast's step is under way; no second one on top.
+    starting = _timed(11, ttft=0.4, queue_time=0.0, rate=8.9, running=40, starting=3)
+    decision = decide(spec, starting, memory, T0)
+    assert decision.replicas == 11 and decision.reason is not Reason.DEMAND_RISING
+
+
 def test_capacity_is_lowered_when_requests_wait_at_the_rate_it_promised() -> None:
     memory = _settled(2, capacity_rps=2.0, demand_level=3.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
     decision = _decide(_timed(2, ttft=0.9, queue_time=0.4, rate=3.0, running=16), memory)
