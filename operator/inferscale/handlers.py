@@ -352,7 +352,7 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
     except NotFound:
         return  # being deleted; the garbage collector takes the Deployment next
     except KubeError as error:
-        _readiness_not_recorded(logger, f"{namespace}/{owner['name']}", error)
+        _event_call_failed(logger, f"Recording readiness of {KIND} {namespace}/{owner['name']}", error)
         return
     if parent["metadata"]["uid"] != owner["uid"]:
         return
@@ -375,21 +375,24 @@ async def deployment_changed(body: kopf.Body, type: str | None, memo: kopf.Memo,
     except NotFound:
         return  # deleted meanwhile
     except KubeError as error:
-        _readiness_not_recorded(logger, f"{namespace}/{owner['name']}", error)
+        _event_call_failed(logger, f"Recording readiness of {KIND} {namespace}/{owner['name']}", error)
         return
     if became and ready.reason in REFUSALS:
         await _post_events(kube, parent["metadata"], [Event("Warning", ready.reason, ready.message)], logger)
 
 
-def _readiness_not_recorded(logger: kopf.Logger, service: str, error: KubeError) -> None:
-    # Event handlers are not retried: the Deployment's next event writes the counts again, and a watch
-    # that reconnects after an outage lists every Deployment anew. An API server that did not answer
-    # (no status) is already said once, by kopf's watch retries and the tick's summary: a line per
-    # service would repeat it (an event in flight when the API server went away ends here).
+def _event_call_failed(logger: kopf.Logger, what: str, error: KubeError) -> None:
+    """Log an event handler's failed API call: ``what`` is what failed ("Recording readiness of ...").
+
+    Event handlers are not retried: the object's next event does it again, and a watch that reconnects
+    after an outage lists every object anew. An API server that did not answer (no status) is already
+    said once, by kopf's watch retries and the tick's summary: a line per service would repeat it (an
+    event in flight when the API server went away ends here). An answered refusal is a warning.
+    """
     if error.status is None:
-        logger.debug(f"Readiness of {KIND} {service} not recorded, the API server did not answer: {error}")
+        logger.debug(f"{what} failed, the API server did not answer: {error}")
     else:
-        logger.warning(f"Recording readiness of {KIND} {service} failed: {error}")
+        logger.warning(f"{what} failed: {error}")
 
 
 # --- level-triggered children: put back what drifted ------------------------------------
@@ -464,7 +467,7 @@ async def _repair(
         except NotFound:
             actual = None
         except KubeError as error:
-            logger.warning(f"Reading {kind} {namespace}/{name} failed, the next resync retries: {error}")
+            _event_call_failed(logger, f"Reading {kind} {namespace}/{name} (the next resync retries)", error)
             return None
         found = drift(desired, actual)
         if found is None:
@@ -483,7 +486,7 @@ async def _repair(
         except KubeError as error:
             if error.status == 403 and "being terminated" in str(error):
                 return None  # the namespace is going away with everything in it
-            logger.warning(f"Repairing {kind} {namespace}/{name} failed, the next resync retries: {error}")
+            _event_call_failed(logger, f"Repairing {kind} {namespace}/{name} (the next resync retries)", error)
             return None
     logger.warning(f"Repaired {found.message}")
     await _post_events(kube, parent["metadata"], [Event("Warning", DRIFT_REPAIRED, found.message)], logger)

@@ -45,7 +45,7 @@ def test_an_api_server_that_did_not_answer_adds_no_warning_per_service(caplog: p
     caplog.set_level(logging.DEBUG, logger="test.readiness")
     _handle(Unanswered(status=None))
     assert [r.levelno for r in caplog.records] == [logging.DEBUG]
-    assert "ml/chat not recorded, the API server did not answer" in caplog.text
+    assert "Recording readiness of InferenceService ml/chat failed, the API server did not answer" in caplog.text
 
 
 def test_an_api_server_that_refused_is_a_warning_naming_the_service(caplog: pytest.LogCaptureFixture) -> None:
