@@ -29,7 +29,7 @@ from loadgen.client import LiveProgress, RequestRecord, StreamingClient, run_clo
 from loadgen.engine_model import EngineModel, Finished, FirstToken
 from loadgen.profiles import EngineProfile
 from loadgen.prompts import PromptMaker, PromptMix, block_keys
-from loadgen.stats import percentile
+from loadgen.stats import format_ms, percentile
 from loadgen.traffic import LengthDist
 
 __all__ = ["KneeVerdict", "LevelResult", "find_knee", "format_table", "parse_levels", "sweep", "sweep_simulated"]
@@ -160,10 +160,6 @@ def find_knee(
     return KneeVerdict(prev.concurrency, reason, baseline, notes, False)
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1e3:.1f}"
-
-
 def format_table(levels: Sequence[LevelResult], verdict: KneeVerdict) -> str:
     """A table of the levels with the verdict column, then the recommendation."""
     head = (
@@ -174,8 +170,9 @@ def format_table(levels: Sequence[LevelResult], verdict: KneeVerdict) -> str:
     for r in sorted(levels, key=lambda x: x.concurrency):
         mark = " <- knee" if r.concurrency == verdict.concurrency else ""
         lines.append(
-            f"{r.concurrency:>11} {r.requests:>8} {r.errors:>6} {_ms(r.ttft_p50):>9} {_ms(r.ttft_p95):>9} "
-            f"{_ms(r.tpot_p50):>9} {_ms(r.e2e_p95):>9} {r.output_tokens_per_s:>9.0f} {r.requests_per_s:>7.1f}  "
+            f"{r.concurrency:>11} {r.requests:>8} {r.errors:>6} {format_ms(r.ttft_p50):>9} "
+            f"{format_ms(r.ttft_p95):>9} {format_ms(r.tpot_p50):>9} {format_ms(r.e2e_p95):>9} "
+            f"{r.output_tokens_per_s:>9.0f} {r.requests_per_s:>7.1f}  "
             f"{verdict.notes.get(r.concurrency, '')}{mark}"
         )
     lines.append("")

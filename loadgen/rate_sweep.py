@@ -37,7 +37,7 @@ from typing import Any
 from loadgen.client import LiveProgress, RequestRecord, StreamingClient, run_open_loop
 from loadgen.prompts import PromptMix, apply_mix
 from loadgen.slo import Slos, meets
-from loadgen.stats import percentile
+from loadgen.stats import format_ms, percentile
 from loadgen.traffic import Constant, LengthDist, build_schedule
 
 __all__ = [
@@ -299,16 +299,14 @@ def format_table(steps: Sequence[StepResult], verdict: SweepVerdict, criteria: C
         f"{'(req/s)':>8} {'(req/s)':>8} {'':>8} {'(ms)':>9} {'(ms)':>9} {'(ms)':>9} {'(mean)':>9} {'(ms)':>8}",
     ]
 
-    def ms(v: float | None) -> str:
-        return "-" if v is None else f"{v * 1e3:.1f}"
-
     for s in sorted(steps, key=lambda x: x.offered_rps):
         why = saturation(s, criteria)
         mark = "saturated" if why else ("ok <- knee" if s.offered_rps == verdict.knee_rps else "ok")
         att = "-" if s.slo_attainment is None else f"{s.slo_attainment:.0%}"
         lines.append(
-            f"{s.offered_rps:>8.2f} {s.achieved_rps:>8.2f} {s.output_tokens_per_s:>8.0f} {ms(s.ttft_p50_s):>9} "
-            f"{ms(s.ttft_p95_s):>9} {ms(s.e2e_p95_s):>9} {s.concurrency_mean:>9.1f} {ms(s.lag_p99_s):>8} "
+            f"{s.offered_rps:>8.2f} {s.achieved_rps:>8.2f} {s.output_tokens_per_s:>8.0f} "
+            f"{format_ms(s.ttft_p50_s):>9} {format_ms(s.ttft_p95_s):>9} {format_ms(s.e2e_p95_s):>9} "
+            f"{s.concurrency_mean:>9.1f} {format_ms(s.lag_p99_s):>8} "
             f"{s.errors:>6} {att:>8}  {mark}"
         )
     lines.append("")

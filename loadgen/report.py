@@ -32,7 +32,7 @@ from typing import Any
 
 from loadgen.client import ERROR_KINDS, RequestRecord, RunResult
 from loadgen.slo import Slos, goodput, meets
-from loadgen.stats import percentile, summary
+from loadgen.stats import format_ms, percentile, summary
 
 __all__ = [
     "CostModel",
@@ -533,10 +533,6 @@ def _plot_engine(ax: Any, series: dict[str, list[list[float]]], report: dict[str
     ax.legend(handles=handles, loc="upper left", fontsize="x-small")
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1e3:.1f}"
-
-
 def format_goodput(good: dict[str, Any]) -> list[str]:
     """The goodput lines of the summary: good req/s and tok/s, then attainment per SLO and of all."""
     slos = good["slos_s"]
@@ -544,7 +540,7 @@ def format_goodput(good: dict[str, Any]) -> list[str]:
     lines = [head]
     for metric, limit in slos.items():
         att = good["attainment_by_slo"].get(metric)
-        lines.append(f"{metric:14}{_ms(limit):>6} ms{'-' if att is None else f'{att:.1%}':>10}")
+        lines.append(f"{metric:14}{format_ms(limit):>6} ms{'-' if att is None else f'{att:.1%}':>10}")
     att = good["attainment"]
     lines.append(f"{'all of them':14}{'':>9}{'-' if att is None else f'{att:.1%}':>10}")
     if good["requests_per_s"] is not None:
@@ -570,9 +566,13 @@ def format_summary(report: dict[str, Any]) -> str:
     ]
     for name, key in (("TTFT", "ttft_s"), ("ITL", "itl_s"), ("TPOT", "tpot_s"), ("end-to-end", "e2e_s")):
         s = report[key]
-        lines.append(f"{name:14}{_ms(s['p50']):>9}{_ms(s['p95']):>9}{_ms(s['p99']):>9}{_ms(s['max']):>9}")
+        lines.append(
+            f"{name:14}{format_ms(s['p50']):>9}{format_ms(s['p95']):>9}{format_ms(s['p99']):>9}{format_ms(s['max']):>9}"
+        )
     lag = report["schedule_lag_s"]
-    lines.append(f"{'schedule lag':14}{_ms(lag['p50']):>9}{'':>9}{_ms(lag['p99']):>9}{_ms(lag['max']):>9}")
+    lines.append(
+        f"{'schedule lag':14}{format_ms(lag['p50']):>9}{'':>9}{format_ms(lag['p99']):>9}{format_ms(lag['max']):>9}"
+    )
     if thr["requests_per_s"] is not None:
         lines.append(
             f"Throughput: {thr['requests_per_s']:.2f} req/s, {thr['output_tokens_per_s']:.1f} output tokens/s "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-__all__ = ["LogHistogram", "percentile", "summary"]
+__all__ = ["LogHistogram", "format_ms", "percentile", "summary"]
 
 _log = math.log
 
@@ -96,3 +96,8 @@ class LogHistogram:
             "p99": self.quantile(0.99),
             "max": self.max if self.count else None,
         }
+
+
+def format_ms(seconds: float | None) -> str:
+    """Seconds as milliseconds with one decimal, for the tables loadgen prints; "-" when unknown."""
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
