@@ -144,32 +144,29 @@ def test_interrupting_a_run_keeps_what_was_measured(simengine: StartEngine, tmp_
     assert report["requests"]["scheduled"] == 1200
 
 
-def _served(url: str) -> float:
-    """The engine's own count of finished requests (``vllm:request_success_total``, summed over reasons)."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
-            text = answer.read().decode()
-    except (urllib.error.URLError, OSError):
-        return 0.0
-    return sum(
-        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"{VLLM_REQUEST_SUCCESS}{{")
-    )
-
-
-def prefix_counters(url: str) -> tuple[float, float]:
+def _samples(url: str, metric: str) -> list[float]:
+    """The values of ``metric``'s labelled samples on the engine's ``/metrics``."""
     import urllib.request
 
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
         text = answer.read().decode()
-    values = {}
-    for line in text.splitlines():
-        for name in ("queries", "hits"):
-            if line.startswith(f"vllm:prefix_cache_{name}_total{{"):
-                values[name] = float(line.rsplit(" ", 1)[1])
-    return values["queries"], values["hits"]
+    return [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"{metric}{{")]
+
+
+def _served(url: str) -> float:
+    """The engine's own count of finished requests (``vllm:request_success_total``, summed over reasons)."""
+    import urllib.error
+
+    try:
+        return sum(_samples(url, VLLM_REQUEST_SUCCESS))
+    except (urllib.error.URLError, OSError):
+        return 0.0
+
+
+def prefix_counters(url: str) -> tuple[float, float]:
+    [queries] = _samples(url, "vllm:prefix_cache_queries_total")
+    [hits] = _samples(url, "vllm:prefix_cache_hits_total")
+    return queries, hits
 
 
 def test_the_engine_finds_a_shared_system_prompt_in_its_cache_and_nothing_of_distinct_prompts(
