@@ -352,12 +352,13 @@ def _accelmark(n: int) -> tuple[list[int], list[int]]:
 
 
 def sglang_conditions() -> list[Condition]:
-    """S1-S3: AccelMark's SGLang 0.5.6 run on one A100-SXM4-40GB, Llama-3-8B-Instruct bf16 (the notes, section
-    8). SGLang's defaults there: at most min(max(157k / 8192 x 512, 2048), 4096) = 4096 running requests
+    """S1-S3: AccelMark's SGLang 0.5.6 run on one A100-SXM4-40GB, Llama-3-8B-Instruct bf16 (docs/engines.md).
+    SGLang's defaults there: at most min(max(157k / 8192 x 512, 2048), 4096) = 4096 running requests
     (model_runner.py), chunked prefill 4096 (the profile's). AccelMark sends the same prompts in each of 3 runs
     (loadgen/loadgen.py), which SGLang's radix cache may have served; the replays send every prompt as its own.
     Replayed with the cache keyed by prompt (tried: the runs in order on one engine), S1's TTFT p50 reads 8 ms
-    against the published 32.5 and the rows fit worse (4 of 10 against 5), so the published TTFTs look like
+    against the published 32.5 and the rows fit worse (at best 4 of 10 over a grid of growth, front end and
+    prefill rate, against 5), so the published TTFTs look like
     prompts computed whole."""
     ms = 1e3
     flags = {"max_num_seqs": 4096}
@@ -438,7 +439,7 @@ def _decode_tps(r: Result) -> float:
 
 def llamacpp_conditions() -> list[Condition]:
     """L1-L2: llama-bench on one RTX 3090 with the microbatch size (-ub) set, so each forward pass carries that
-    many tokens (the notes, section 8). L1 (PR #15802, llama 8B Q4_0, pp512): -ub b is a decode step of b slots,
+    many tokens (docs/engines.md). L1 (PR #15802, llama 8B Q4_0, pp512): -ub b is a decode step of b slots,
     replayed as b one-token prompts decoding together. L2 (PR #8416, llama 8B IQ4_XS, pp2048): one 2048-token
     prompt in passes of 256 or 512 tokens."""
     profile = "rtx3090-llama3-8b-q4-llamacpp"

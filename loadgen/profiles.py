@@ -11,7 +11,8 @@ A profile describes one model on one GPU as a continuous-batching engine sees it
 * ``max_model_len`` (prompt plus output), the chunked-prefill token budget per step, and the cold start.
 
 The calibration notes are in ``../shared/notes/engine-profiles.md``; row ids below (F2, F6, C1, ...) refer to
-its tables, which cite the published source of every figure. "(D)" marks a value derived there, not measured.
+its tables, which cite the published source of every figure. The SGLang and llama.cpp profiles' rows (S1-S3,
+L1-L2) are in ``docs/engines.md`` (Simulated engine profiles). "(D)" marks a value derived, not measured.
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ H100_LLAMA3_8B_BF16 = EngineProfile(
 # SGLang on one A100 40GB. The figures are one AccelMark run (FreedomIntelligence/AccelMark,
 # results/community/nvidia_a100_sxm4_40gbx1_suite_A_nvidia_sglang_c43a8309_958afbbd/result.json: SGLang 0.5.6,
 # Meta-Llama-3-8B-Instruct bf16, A100-SXM4-40GB, its runner's in-process sglang.Engine with mem_fraction_static
-# 0.88), rows S1-S3 of the notes; bench/fidelity.py replays them.
+# 0.88): rows S1-S3 of docs/engines.md; bench/fidelity.py replays them.
 _ACCELMARK_SGLANG = (
     "github.com/FreedomIntelligence/AccelMark results/community/"
     "nvidia_a100_sxm4_40gbx1_suite_A_nvidia_sglang_c43a8309_958afbbd/result.json"
@@ -291,7 +292,7 @@ A100_LLAMA3_8B_SGLANG = EngineProfile(
     cold_start_uncached_s=111.0,
     # SGLang's radix cache is token-level (page_size 1); the simulated prefix cache keeps blocks of 16.
     sources=(
-        f"{_NOTES} section 8, row a100-40gb-llama3-8b-sglang (S1-S3 and derived values)",
+        "docs/engines.md, Simulated engine profiles: rows S1-S3 and the a100-40gb-llama3-8b-sglang row",
         f"S1-S3 {_ACCELMARK_SGLANG} (interactive TTFT p50 32.52 ms, TPOT p50 12.93 ms; sustained 8 clients "
         "562.5 tok/s; online 5/25/100 req/s; model_load_seconds 50)",
         "AccelMark suites/suite_A/suite.json (input tokens p25/p50/p75/p99 120/280/580/2100)",
@@ -304,7 +305,7 @@ A100_LLAMA3_8B_SGLANG = EngineProfile(
 
 # llama.cpp's llama-server on one RTX 3090, Llama-3-8B in Q4_0. The step times are llama-bench runs by a
 # llama.cpp CUDA maintainer (JohannesGaessler) with the microbatch size -ub set to b: each forward pass then
-# carries b tokens, as a decode step of b slots does (rows L1-L2 of the notes).
+# carries b tokens, as a decode step of b slots does (rows L1-L2 of docs/engines.md).
 RTX3090_LLAMA3_8B_LLAMACPP = EngineProfile(
     name="rtx3090-llama3-8b-q4-llamacpp",
     description="Llama-3-8B, Q4_0 GGUF, served by llama.cpp's llama-server on one RTX 3090 (24 GB)",
@@ -334,7 +335,7 @@ RTX3090_LLAMA3_8B_LLAMACPP = EngineProfile(
     cold_start_uncached_s=21.0,
     # llama.cpp caches a slot's last prompt token by token; the simulated prefix cache keeps blocks of 16.
     sources=(
-        f"{_NOTES} section 8, row rtx3090-llama3-8b-q4-llamacpp (L1-L2 and derived values)",
+        "docs/engines.md, Simulated engine profiles: rows L1-L2 and the rtx3090-llama3-8b-q4-llamacpp row",
         "L1 github.com/ggml-org/llama.cpp/pull/15802 (RTX 3090, llama 8B Q4_0, pp512 at -ub 1..8)",
         "L2 github.com/ggml-org/llama.cpp/pull/8416 (RTX 3090, llama 8B IQ4_XS, pp2048 at -ub 256 and 512)",
         "ggml-org/llama.cpp common/common.h (n_ctx 0, n_batch 2048) and tools/server/server.cpp (4 slots, "
