@@ -261,7 +261,7 @@ _ACCELMARK_SGLANG = (
 A100_LLAMA3_8B_SGLANG = EngineProfile(
     name="a100-40gb-llama3-8b-sglang",
     description="Llama-3-8B, bf16, served by SGLang on one A100 40GB",
-    # S1: "interactive" (one request at a time, 100 requests): TPOT p50 12.93 ms (p90 12.98, p99 13.03).
+    # S1: "interactive" (one request at a time, 3 runs of 100): TPOT p50 12.93 ms (p90 12.98, p99 13.03).
     decode_step_s=0.01293,
     # (D) fitted by bench/fidelity.py to S2 and S3 at 5 req/s (562.5 output tok/s from 8 clients within 4%, TPOT
     # p50 15.63 ms within 4%): 0.06 ms per extra sequence; 0.08 and 0.10 fit a little worse, 0.15 much worse.
