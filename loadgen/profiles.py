@@ -11,7 +11,8 @@ A profile describes one model on one GPU as a continuous-batching engine sees it
 * ``max_model_len`` (prompt plus output), the chunked-prefill token budget per step, and the cold start.
 
 The calibration notes are in ``../shared/notes/engine-profiles.md``; row ids below (F2, F6, C1, ...) refer to
-its tables, which cite the published source of every figure. "(D)" marks a value derived there, not measured.
+its tables, which cite the published source of every figure. The SGLang and llama.cpp profiles' rows (S1-S3,
+L1-L2) are in ``docs/engines.md`` (Simulated engine profiles). "(D)" marks a value derived, not measured.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-__all__ = ["PROFILES", "EngineProfile", "get_profile"]
+__all__ = ["DEFAULT_PROFILES", "PROFILES", "EngineProfile", "get_profile"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +250,101 @@ H100_LLAMA3_8B_BF16 = EngineProfile(
     ),
 )
 
+# SGLang on one A100 40GB. The figures are one AccelMark run (FreedomIntelligence/AccelMark,
+# results/community/nvidia_a100_sxm4_40gbx1_suite_A_nvidia_sglang_c43a8309_958afbbd/result.json: SGLang 0.5.6,
+# Meta-Llama-3-8B-Instruct bf16, A100-SXM4-40GB, its runner's in-process sglang.Engine with mem_fraction_static
+# 0.88): rows S1-S3 of docs/engines.md; bench/fidelity.py replays them.
+_ACCELMARK_SGLANG = (
+    "github.com/FreedomIntelligence/AccelMark results/community/"
+    "nvidia_a100_sxm4_40gbx1_suite_A_nvidia_sglang_c43a8309_958afbbd/result.json"
+)
+A100_LLAMA3_8B_SGLANG = EngineProfile(
+    name="a100-40gb-llama3-8b-sglang",
+    description="Llama-3-8B, bf16, served by SGLang on one A100 40GB",
+    # S1: "interactive" (one request at a time, 3 runs of 100): TPOT p50 12.93 ms (p90 12.98, p99 13.03).
+    decode_step_s=0.01293,
+    # (D) fitted by bench/fidelity.py to S2 and S3 at 5 req/s (562.5 output tok/s from 8 clients within 4%, TPOT
+    # p50 15.63 ms within 4%): 0.06 ms per extra sequence; 0.08 and 0.10 fit a little worse, 0.15 much worse.
+    decode_growth_s=0.00006,
+    # (D) F4's 11.7k tok/s (vLLM, A100 80GB: 1,369 tokens in 127 - 10 ms; the 40GB card has the same 312 dense
+    # bf16 TFLOPS) is a lower bound, its 127 ms holding HTTP and scheduling too. Fitted to S1 and S3 at 5 req/s:
+    # 15k tok/s, at ~14 GFLOP a prompt token 210 TFLOPS, 67% of the card's peak.
+    prefill_rate_tps=15_000.0,
+    # (D) S1: TTFT p50 32.52 ms for the median prompt (AccelMark suite_A: input p50 280 tokens, plus ~10 of
+    # Llama-3's chat template) = 10 ms + 290 / 15k (19.3 ms), within 3% in the replay. The run calls the engine
+    # in-process (no HTTP), so the 10 ms is the tokenizer, scheduler and detokenizer hand-offs and the pass's
+    # fixed cost together.
+    prefill_overhead_s=0.010,
+    # (D) SGLang sizes its pool as memory after weights less (1 - mem_fraction_static) of the card: 39.4 GiB
+    # - 14.96 GiB weights - 0.12 x 39.4 GiB = ~19.7 GiB at 128 KiB/token (section 4) = ~157k tokens.
+    kv_capacity_tokens=157_000,
+    # (D) SGLang captures CUDA graphs up to a batch of 32 on a 40 GB card (python/sglang/srt/server_args.py,
+    # _handle_gpu_memory_settings: "A100 (40GB) ... cuda_graph_max_bs 32"); past that a decode step runs
+    # eagerly. S3's TPOT at 25 req/s (36 ms, 2.8x one request's) is far past the knee.
+    max_num_seqs=32,
+    knee_concurrency=32,
+    max_model_len=8192,  # Llama-3-8B's native context.
+    # SGLang's chunked_prefill_size for GPUs of 35-60 GB (server_args.py, _handle_gpu_memory_settings).
+    max_num_batched_tokens=4096,
+    # S1's run: "model_load_seconds": 50 (weights from a local disk, CUDA graphs captured). Uncached (D): plus
+    # C1's 61 s download of the same 16 GB of weights.
+    cold_start_s=50.0,
+    cold_start_uncached_s=111.0,
+    # SGLang's radix cache is token-level (page_size 1); the simulated prefix cache keeps blocks of 16.
+    sources=(
+        "docs/engines.md, Simulated engine profiles: rows S1-S3 and the a100-40gb-llama3-8b-sglang row",
+        f"S1-S3 {_ACCELMARK_SGLANG} (interactive TTFT p50 32.52 ms, TPOT p50 12.93 ms; sustained 8 clients "
+        "562.5 tok/s; online 5/25/100 req/s; model_load_seconds 50)",
+        "AccelMark suites/suite_A/suite.json (input tokens p25/p50/p75/p99 120/280/580/2100)",
+        "F4 LambdaLabsML/vllm-benchmark results/prompt_10/1xA100-80GB-SXM (1,369 prompt tokens in 127 ms)",
+        "sgl-project/sglang python/sglang/srt/server_args.py (A100 40GB: chunked_prefill_size 4096, "
+        "cuda_graph_max_bs 32; mem_fraction_static 0.88)",
+        "C1 tensorfuse.io/docs/blogs/reducing_gpu_cold_start (61 s download of Llama-3.1-8B)",
+    ),
+)
+
+# llama.cpp's llama-server on one RTX 3090, Llama-3-8B in Q4_0. The step times are llama-bench runs by a
+# llama.cpp CUDA maintainer (JohannesGaessler) with the microbatch size -ub set to b: each forward pass then
+# carries b tokens, as a decode step of b slots does (rows L1-L2 of docs/engines.md).
+RTX3090_LLAMA3_8B_LLAMACPP = EngineProfile(
+    name="rtx3090-llama3-8b-q4-llamacpp",
+    description="Llama-3-8B, Q4_0 GGUF, served by llama.cpp's llama-server on one RTX 3090 (24 GB)",
+    # L1: github.com/ggml-org/llama.cpp/pull/15802, RTX 3090, llama 8B Q4_0, -ub 1: 156.56 tok/s = 6.39 ms.
+    decode_step_s=0.00639,
+    # (D) L1 at -ub 1..8 (156.6, 279.9, 391.0, 470.5, 509.7, 541.6, 559.3, 583.8 tok/s): a least-squares line
+    # through step(1) gives 0.963 ms per extra sequence; every b is then within 9% (bench/fidelity.py).
+    decode_growth_s=0.000963,
+    # (D) L2: github.com/ggml-org/llama.cpp/pull/8416, RTX 3090, llama 8B IQ4_XS (4.25 bpw, the nearest 4-bit
+    # quant with both points), pp2048 at -ub 256 and 512 (the PR's column): 4,113 and 4,314 tok/s = 62.2 and
+    # 118.7 ms a pass, so 256 more tokens cost 56.4 ms: 4,536 tok/s; a pass's fixed cost is 5.8 ms (step(1): 6.4).
+    prefill_rate_tps=4_536.0,
+    prefill_overhead_s=0.0058,
+    # llama-server's defaults at the build simengine speaks (LLAMACPP_BUILD): n_ctx 0 = the model's trained
+    # context (common/common.h; 8192 for Llama-3-8B), and with --parallel unset, "setting n_parallel = 4 and
+    # kv_unified = true" (tools/server/server.cpp): 4 slots sharing one 8192-token KV pool.
+    kv_capacity_tokens=8192,
+    max_num_seqs=4,
+    # (D) L1: a step of 4 takes 1.33x a step of 1 and gives 3.0x the tokens; 8 takes 2.1x for 3.7x.
+    knee_concurrency=4,
+    max_model_len=8192,
+    # n_batch 2048: prompt tokens a slot update may schedule at once (common/common.h).
+    max_num_batched_tokens=2048,
+    # github.com/ggml-org/llama.cpp/issues/3479: "load time = 3420.25 ms" for a 7B F16 GGUF (13 GB) onto a GPU;
+    # a 4.3 GB Q4_0 loads no slower. Uncached (D): plus 4.7 GB at C1's download rate (16 GB in 61 s) = 18 s.
+    cold_start_s=3.4,
+    cold_start_uncached_s=21.0,
+    # llama.cpp caches a slot's last prompt token by token; the simulated prefix cache keeps blocks of 16.
+    sources=(
+        "docs/engines.md, Simulated engine profiles: rows L1-L2 and the rtx3090-llama3-8b-q4-llamacpp row",
+        "L1 github.com/ggml-org/llama.cpp/pull/15802 (RTX 3090, llama 8B Q4_0, pp512 at -ub 1..8)",
+        "L2 github.com/ggml-org/llama.cpp/pull/8416 (RTX 3090, llama 8B IQ4_XS, pp2048 at -ub 256 and 512)",
+        "ggml-org/llama.cpp common/common.h (n_ctx 0, n_batch 2048) and tools/server/server.cpp (4 slots, "
+        "unified KV, when --parallel is unset)",
+        "github.com/ggml-org/llama.cpp/issues/3479 (load time 3,420 ms, 7B F16 on a GPU)",
+        "C1 tensorfuse.io/docs/blogs/reducing_gpu_cold_start (61 s download of 16 GB)",
+    ),
+)
+
 TEST_PROFILE = EngineProfile(
     name="test",
     description="A tiny, fast engine for tests and local demos (not calibrated to any hardware)",
@@ -266,7 +362,19 @@ TEST_PROFILE = EngineProfile(
     sources=("synthetic: chosen so a streamed 16-token reply takes ~35 ms",),
 )
 
-PROFILES: dict[str, EngineProfile] = {p.name: p for p in (A10G_LLAMA3_8B_AWQ, H100_LLAMA3_8B_BF16, TEST_PROFILE)}
+PROFILES: dict[str, EngineProfile] = {
+    p.name: p
+    for p in (A10G_LLAMA3_8B_AWQ, H100_LLAMA3_8B_BF16, A100_LLAMA3_8B_SGLANG, RTX3090_LLAMA3_8B_LLAMACPP, TEST_PROFILE)
+}
+
+# The profile simengine runs when --profile is not given, by engine (--engine's values): each engine's own
+# measured profile where there is one; vLLM and TGI share the vLLM-fitted a10g profile.
+DEFAULT_PROFILES: dict[str, str] = {
+    "vllm": A10G_LLAMA3_8B_AWQ.name,
+    "tgi": A10G_LLAMA3_8B_AWQ.name,
+    "sglang": A100_LLAMA3_8B_SGLANG.name,
+    "llamacpp": RTX3090_LLAMA3_8B_LLAMACPP.name,
+}
 
 
 def get_profile(name: str) -> EngineProfile:

@@ -83,7 +83,7 @@ from loadgen.engine_metrics import (
 )
 from loadgen.engine_model import BatchingMode, RequestRejected
 from loadgen.engine_runtime import EngineRuntime, TrackedRequest
-from loadgen.profiles import PROFILES, EngineProfile, get_profile
+from loadgen.profiles import DEFAULT_PROFILES, PROFILES, EngineProfile, get_profile
 from loadgen.tokens import output_token_text
 
 __all__ = ["ServerConfig", "SimEngineServer", "main", "running_server"]
@@ -685,8 +685,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         choices=sorted(PROFILES),
-        default="a10g-llama3-8b-awq",
-        help="calibrated engine profile (see loadgen/profiles.py)",
+        default=None,
+        help="calibrated engine profile (see loadgen/profiles.py; default: the engine's own, "
+        + ", ".join(f"{engine}: {name}" for engine, name in DEFAULT_PROFILES.items())
+        + ")",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000)
@@ -776,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     """Turn parsed flags into a ``ServerConfig``; raises ``ValueError`` naming a bad flag."""
     engine = Engine(args.engine)
-    profile = get_profile(args.profile)
+    profile = get_profile(args.profile or DEFAULT_PROFILES[engine.value])
     batched: int | bool | None = False
     if args.no_chunked_prefill:
         batched = None

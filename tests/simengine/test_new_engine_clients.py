@@ -7,7 +7,10 @@ with Prometheus' own parser and must carry the engines' real names, types and la
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import statistics
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.engine_metrics import SGLANG_TTFT_BUCKETS
 from loadgen.profiles import TEST_PROFILE
-from loadgen.simengine import running_server
+from loadgen.simengine import build_parser, config_from_args, running_server
 from loadgen.tokens import filler_text
 from tests.simengine.test_clients import MODEL, PROMPT, anyio_backend, config  # noqa: F401
 
@@ -174,3 +177,31 @@ async def test_llamacpp_metrics_are_unlabelled_counters_and_gauges_only() -> Non
     values = {s.name: s.value for f in families.values() for s in f.samples}
     assert all(not s.labels for f in families.values() for s in f.samples)
     assert (values["llamacpp:prompt_tokens_total"], values["llamacpp:tokens_predicted_total"]) == (12, 4)
+
+
+@pytest.mark.parametrize(
+    ("engine", "profile", "ttft_ms", "itl_ms"),
+    [
+        # S1 (AccelMark, SGLang on an A100 40GB, one request at a time): TTFT p50 32.52 ms for a ~290-token
+        # prompt, TPOT p50 12.93 ms.
+        (Engine.SGLANG, "a100-40gb-llama3-8b-sglang", 32.52, 12.93),
+        # L1/L2 (llama-bench on an RTX 3090): 6.39 ms a token alone (156.56 tok/s); a 290-token prompt in one
+        # pass of 5.8 ms + 290 / 4,536 tok/s = 69.7 ms.
+        (Engine.LLAMACPP, "rtx3090-llama3-8b-q4-llamacpp", 69.7, 6.39),
+    ],
+)
+async def test_each_engine_runs_its_own_profile_and_a_request_sees_its_published_latency(
+    engine: Engine, profile: str, ttft_ms: float, itl_ms: float
+) -> None:
+    # `simengine --engine X` with no --profile runs X's own profile.
+    config = config_from_args(build_parser().parse_args(["--engine", engine.value, "--cold-start", "0"]))
+    assert config.profile.name == profile
+    async with running_server(config) as (_, url), oai(url) as client:
+        sent = time.perf_counter()
+        stream = await client.completions.create(model=MODEL, prompt=filler_text(290), max_tokens=30, stream=True)
+        arrivals = [time.perf_counter() async for chunk in stream if chunk.choices and chunk.choices[0].text]
+    assert len(arrivals) == 30
+    ttft = (arrivals[0] - sent) * 1e3
+    assert 0.9 * ttft_ms <= ttft <= ttft_ms + 20  # a loaded test machine only adds
+    gaps = [(b - a) * 1e3 for a, b in itertools.pairwise(arrivals)]
+    assert statistics.median(gaps) == pytest.approx(itl_ms, rel=0.25)

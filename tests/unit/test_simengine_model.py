@@ -320,8 +320,39 @@ def test_profiles_are_consistent_and_cite_sources() -> None:
     assert (A10G.kv_capacity_tokens, H100.kv_capacity_tokens) == (100_000, 440_000)
     with pytest.raises(ValueError, match="larger than the maximum number of tokens"):
         dataclasses.replace(TEST_PROFILE, kv_capacity_tokens=1000)
-    with pytest.raises(ValueError, match="known profiles: a10g-llama3-8b-awq"):
+    with pytest.raises(ValueError, match="known profiles: a100-40gb-llama3-8b-sglang, a10g-llama3-8b-awq"):
         get_profile("nope")
+
+
+def alone(profile: EngineProfile, prompt: int, output: int, copies: int = 1) -> tuple[float, float]:
+    """TTFT and TPOT (seconds) of ``copies`` identical requests sent together to an idle engine."""
+    model = EngineModel(profile, token_events=False)
+    for i in range(copies):
+        model.submit(i, prompt_tokens=prompt, max_tokens=output, at=0.0)
+    events = run_until_idle(model)
+    first = max(e.t for e in of(FirstToken, events))
+    done = max(e.t for e in of(Finished, events))
+    return first, (done - first) / (output - 1)
+
+
+def test_the_sglang_profile_serves_one_request_as_its_published_run_did() -> None:
+    # S1 (AccelMark, SGLang 0.5.6 on an A100 40GB, one request at a time): TTFT p50 32.52 ms for the median
+    # prompt (280 tokens plus ~10 of chat template), TPOT p50 12.93 ms.
+    ttft, tpot = alone(get_profile("a100-40gb-llama3-8b-sglang"), prompt=290, output=188)
+    assert ttft * 1e3 == pytest.approx(32.52, rel=0.10)
+    assert tpot * 1e3 == pytest.approx(12.93, rel=0.02)
+
+
+def test_the_llamacpp_profile_decodes_and_prefills_at_its_published_rates() -> None:
+    # L1 (llama.cpp PR #15802, RTX 3090, llama 8B Q4_0): 156.56 tok/s with one sequence, 470.48 with four
+    # (llama-server's default slots); L2 (PR #8416): a 2048-token prompt in 512-token passes at 4,314 tok/s.
+    profile = get_profile("rtx3090-llama3-8b-q4-llamacpp")
+    _, one = alone(profile, prompt=1, output=129)
+    _, four = alone(profile, prompt=1, output=129, copies=4)
+    assert 1 / one == pytest.approx(156.56, rel=0.02)
+    assert 4 / four == pytest.approx(470.48, rel=0.10)
+    ttft, _ = alone(profile.with_overrides(max_num_batched_tokens=512), prompt=2048, output=2)
+    assert 2048 / ttft == pytest.approx(4314.15, rel=0.02)
 
 
 @pytest.mark.parametrize("mode", list(BatchingMode))
