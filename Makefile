@@ -16,10 +16,10 @@ help:
 	@echo "make image        build the operator's OCI image without Docker (build/image/, needs root)"
 	@echo "make lock         re-pin the container image's dependencies (requirements.lock)"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml operator/pyproject.toml
 	@PYTHON=$(PYTHON) bash cluster/deps.sh venv
 	@bash cluster/progress.sh venv "installing the Python environment in $(VENV) with pip" \
-	  sh -c '$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e ".[dev]"'
+	  sh -c '$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e ./operator -e ".[dev]"'
 	touch $@
 
 install: $(VENV)/.installed
@@ -42,12 +42,12 @@ crd: install
 	$(BIN)/inferscale crd generate
 	$(BIN)/inferscale docs generate
 
-# The image's pinned runtime dependencies: what `pip install .` resolves in a fresh venv.
+# The image's pinned runtime dependencies: what `pip install ./operator` (the operator alone) resolves in a fresh venv.
 lock:
 	@PYTHON=$(PYTHON) bash cluster/deps.sh venv
 	rm -rf build/lock-venv
 	$(PYTHON) -m venv build/lock-venv
-	build/lock-venv/bin/pip install -q .
+	build/lock-venv/bin/pip install -q ./operator
 	{ sed -n '/^#/p' requirements.lock; build/lock-venv/bin/pip freeze --exclude inferscale; } > requirements.lock.new
 	mv requirements.lock.new requirements.lock
 	rm -rf build/lock-venv

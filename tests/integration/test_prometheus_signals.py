@@ -15,12 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from inferscale.prometheus import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
-from inferscale.promql import QueryOptions, ServiceSignals, Signal
-
-from loadgen.engine_metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
-from loadgen.processes import free_port, wait_for
-from loadgen.testing import (
+from harness.processes import free_port, wait_for
+from harness.testing import (
     TGI_DURATION_BUCKETS,
     DcgmExporter,
     Gpu,
@@ -30,6 +26,10 @@ from loadgen.testing import (
     Traffic,
     VllmExporter,
 )
+from inferscale.prometheus import MetricsUnavailable, PrometheusConfig, PrometheusSignals, QueryFailed
+from inferscale.promql import QueryOptions, ServiceSignals, Signal
+
+from loadgen.engine.metrics import VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
 
 WINDOW = 5
 OPTIONS = QueryOptions(window_seconds=WINDOW, max_sample_age_seconds=5)

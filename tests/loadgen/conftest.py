@@ -28,7 +28,7 @@ def simengine() -> Iterator[StartEngine]:
 
     def start(*args: str) -> tuple[subprocess.Popen[str], str]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "loadgen.simengine", "--port", "0", "--cold-start", "0", *args],
+            [sys.executable, "-m", "loadgen.engine.server", "--port", "0", "--cold-start", "0", *args],
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.processes import free_port
 from inferscale.promql import VLLM_REQUEST_SUCCESS
 
 from loadgen.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
-from loadgen.processes import free_port
 
 from .conftest import ROOT, StartEngine
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from harness.processes import free_port
 
-from loadgen.client import ClientConfig, StreamingClient, TargetUnreachable, run_closed_loop, run_open_loop
-from loadgen.processes import free_port
-from loadgen.profiles import get_profile
-from loadgen.stats import percentile
-from loadgen.traffic import Arrival, Constant, Fixed, build_schedule
+from loadgen.client.runner import ClientConfig, StreamingClient, TargetUnreachable, run_closed_loop, run_open_loop
+from loadgen.client.stats import percentile
+from loadgen.engine.profiles import get_profile
+from loadgen.traffic.shapes import Arrival, Constant, Fixed, build_schedule
 
 from .conftest import StartEngine
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from harness.podrunner import Runner, Settings
 
-from loadgen.podrunner import Runner, Settings
 from tests.unit.test_podrunner import pod_json
 
 

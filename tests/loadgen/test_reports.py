@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from loadgen.cli import EXIT_OK, main
-from loadgen.client import ClientConfig, LiveProgress, Measurement, StreamingClient
-from loadgen.prompts import ChatLayout, PromptMaker, PromptMix
+from loadgen.client.runner import ClientConfig, LiveProgress, Measurement, StreamingClient
+from loadgen.traffic.prompts import ChatLayout, PromptMaker, PromptMix
 
 from .conftest import StartEngine
 from .test_cli import prefix_counters

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from loadgen.wire import Collect, ConnectionPool, Disconnected, ProtocolError
+from loadgen.client.wire import Collect, ConnectionPool, Disconnected, ProtocolError
 
 pytestmark = pytest.mark.anyio
 

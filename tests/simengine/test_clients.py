@@ -2,7 +2,7 @@
 ``huggingface_hub``'s ``InferenceClient``, over HTTP on loopback.
 
 Each test asserts what a user of that client would see: the text, the finish reason, the number of
-choices, the exception raised. The engine's text is deterministic (``loadgen.tokens``: " the quick brown
+choices, the exception raised. The engine's text is deterministic (``loadgen.engine.tokens``: " the quick brown
 fox jumps over a lazy dog ..."), which is what makes stop sequences testable.
 """
 
@@ -20,9 +20,9 @@ from huggingface_hub import InferenceClient
 from inferscale.api import Engine
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.profiles import TEST_PROFILE
-from loadgen.simengine import ServerConfig, running_server
-from loadgen.tokens import filler_text
+from loadgen.engine.profiles import TEST_PROFILE
+from loadgen.engine.server import ServerConfig, running_server
+from loadgen.engine.tokens import filler_text
 
 pytestmark = pytest.mark.anyio
 MODEL = "sim/llama-3-8b"

@@ -17,10 +17,10 @@ import pytest
 from inferscale.api import Engine
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.engine_metrics import SGLANG_TTFT_BUCKETS
-from loadgen.profiles import TEST_PROFILE
-from loadgen.simengine import running_server
-from loadgen.tokens import filler_text
+from loadgen.engine.metrics import SGLANG_TTFT_BUCKETS
+from loadgen.engine.profiles import TEST_PROFILE
+from loadgen.engine.server import running_server
+from loadgen.engine.tokens import filler_text
 from tests.simengine.test_clients import MODEL, PROMPT, anyio_backend, config  # noqa: F401
 
 pytestmark = pytest.mark.anyio

@@ -15,14 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
+from harness.processes import free_port
 from inferscale.api import Engine
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.engine_model import BatchingMode
-from loadgen.processes import free_port
-from loadgen.profiles import TEST_PROFILE
-from loadgen.simengine import ServerConfig, running_server
-from loadgen.tokens import CHAT_TOKENS_FIXED, CHAT_TOKENS_PER_MESSAGE, filler_text
+from loadgen.engine.model import BatchingMode
+from loadgen.engine.profiles import TEST_PROFILE
+from loadgen.engine.server import ServerConfig, running_server
+from loadgen.engine.tokens import CHAT_TOKENS_FIXED, CHAT_TOKENS_PER_MESSAGE, filler_text
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -273,7 +273,7 @@ def test_command_line_server_drains_on_sigterm_and_exits_cleanly() -> None:
     port = free_port()
     argv = ["--engine", "vllm", "--profile", "test", "--port", str(port), "--model-name", MODEL, "--dtype=half"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.simengine", *argv],
+        [sys.executable, "-m", "loadgen.engine.server", *argv],
         cwd=ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE,

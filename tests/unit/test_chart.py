@@ -164,7 +164,7 @@ def test_chart_and_app_versions_follow_the_package() -> None:
 
     import yaml
 
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    version = tomllib.loads((ROOT / "operator" / "pyproject.toml").read_text())["project"]["version"]
     chart = yaml.safe_load((ROOT / "charts" / "inferscale" / "Chart.yaml").read_text())
     values = yaml.safe_load((ROOT / "charts" / "inferscale" / "values.yaml").read_text())
     assert chart["appVersion"] == values["image"]["tag"] == version

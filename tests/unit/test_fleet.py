@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from loadgen.engine_model import EngineModel, FirstToken
-from loadgen.fleet import FleetConfig, FleetView, Scale, histogram_quantile, simulate
-from loadgen.fleet_policies import StaticPolicy, unloaded_ttft
-from loadgen.profiles import get_profile
-from loadgen.traffic import Arrival
+from loadgen.engine.model import EngineModel, FirstToken
+from loadgen.engine.profiles import get_profile
+from loadgen.fleet.policies import StaticPolicy, unloaded_ttft
+from loadgen.fleet.sim import FleetConfig, FleetView, Scale, histogram_quantile, simulate
+from loadgen.traffic.shapes import Arrival
 
 A10G = get_profile("a10g-llama3-8b-awq")
 

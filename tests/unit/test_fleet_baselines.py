@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from loadgen.fleet import FleetConfig, FleetResult, FleetView, Scale, simulate
-from loadgen.fleet_baselines import (
+from loadgen.engine.profiles import get_profile
+from loadgen.fleet.baselines import (
     ArimaPredictor,
     DynamoPlanner,
     KnativeKpa,
@@ -21,11 +21,11 @@ from loadgen.fleet_baselines import (
     profiled_engine_rps,
     wva_analyze,
 )
-from loadgen.fleet_compare import Settings, compare, default_spec, engine_for
-from loadgen.fleet_policies import POLICY_NAMES, Capacity
-from loadgen.profiles import get_profile
-from loadgen.trace import read_trace
-from loadgen.traffic import Arrival
+from loadgen.fleet.compare import Settings, compare, default_spec, engine_for
+from loadgen.fleet.policies import POLICY_NAMES, Capacity
+from loadgen.fleet.sim import FleetConfig, FleetResult, FleetView, Scale, simulate
+from loadgen.traffic.shapes import Arrival
+from loadgen.traffic.trace import read_trace
 
 A10G = get_profile("a10g-llama3-8b-awq")
 TRACE = Path(__file__).resolve().parents[1] / "data" / "synthetic_trace.csv"

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import simulate_cli
-from loadgen.fleet_compare import Comparison, Settings, compare, default_spec, engine_for, format_table
-from loadgen.fleet_policies import POLICY_NAMES, counted_requests, keeps_slo
-from loadgen.profiles import get_profile
-from loadgen.synthetic_trace import synthetic_arrivals
-from loadgen.trace import read_trace
+from loadgen.cli import EXIT_OK, EXIT_USAGE
+from loadgen.cli import simulate as simulate_cli
+from loadgen.engine.profiles import get_profile
+from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for, format_table
+from loadgen.fleet.policies import POLICY_NAMES, counted_requests, keeps_slo
+from loadgen.traffic.synthetic import synthetic_arrivals
+from loadgen.traffic.trace import read_trace
 
 TRACE = Path(__file__).resolve().parents[1] / "data" / "synthetic_trace.csv"
 FIELDS = ("slo_attainment", "gpu_seconds", "ttft_p95", "ttft_p99", "scale_events")
@@ -94,7 +95,7 @@ def test_simulate_writes_every_policys_figures_and_a_png(tmp_path: Path, capsys:
     out, png = tmp_path / "fleet.json", tmp_path / "fleet.png"
     code = simulate("--trace", str(TRACE), "--trace-window", "300", "--slo-ttft", "1", "--json", str(out),
                     "--png", str(png), "--quiet")  # fmt: skip
-    assert code == simulate_cli.EXIT_OK
+    assert code == EXIT_OK
     report = json.loads(out.read_text())
     assert set(report) == set(POLICY_NAMES)
     for name in POLICY_NAMES:
@@ -150,7 +151,7 @@ def test_a_bad_manifest_is_refused_with_the_field_named(
     path = tmp_path / "isvc.yaml"
     path.write_text(manifest)
     code = simulate("--trace", str(TRACE), "--isvc", str(path), "--json", str(tmp_path / "o.json"), "--quiet")
-    assert code == simulate_cli.EXIT_USAGE
+    assert code == EXIT_USAGE
     err = capsys.readouterr().err
     assert message in err and str(path) in err
     assert not (tmp_path / "o.json").exists()
@@ -160,8 +161,8 @@ def test_a_missing_trace_or_an_impossible_length_is_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = str(tmp_path / "o.json")
-    assert simulate("--trace", str(tmp_path / "nope.csv"), "--json", out, "--quiet") == simulate_cli.EXIT_USAGE
+    assert simulate("--trace", str(tmp_path / "nope.csv"), "--json", out, "--quiet") == EXIT_USAGE
     assert "cannot read the trace" in capsys.readouterr().err
     code = simulate("--trace", str(TRACE), "--max-model-len", "1000000", "--json", out, "--quiet")
-    assert code == simulate_cli.EXIT_USAGE
+    assert code == EXIT_USAGE
     assert "KV cache" in capsys.readouterr().err

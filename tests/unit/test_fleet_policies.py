@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from inferscale.policy import Memory
 
-from loadgen.engine_model import EngineModel
-from loadgen.fleet import FleetView
-from loadgen.fleet_compare import default_spec, engine_for
-from loadgen.fleet_policies import (
+from loadgen.engine.model import EngineModel
+from loadgen.engine.profiles import get_profile
+from loadgen.fleet.compare import default_spec, engine_for
+from loadgen.fleet.policies import (
     Capacity,
     HpaBehavior,
     HpaGpuUtilization,
@@ -23,8 +23,8 @@ from loadgen.fleet_policies import (
     unloaded_ttft,
     workload_of,
 )
-from loadgen.profiles import get_profile
-from loadgen.traffic import Arrival
+from loadgen.fleet.sim import FleetView
+from loadgen.traffic.shapes import Arrival
 
 A10G = get_profile("a10g-llama3-8b-awq")
 
@@ -221,7 +221,7 @@ def test_inferscale_runs_the_operators_tick_and_its_status_round_trips() -> None
 
 
 def test_the_oracle_is_judged_at_the_attainment_a_policy_reached() -> None:
-    from loadgen.fleet_policies import OraclePlan, pareto_frontier
+    from loadgen.fleet.policies import OraclePlan, pareto_frontier
 
     # A dearer run that attains less, and a tie on cost, are not on the frontier.
     frontier = pareto_frontier([(100.0, 0.90), (150.0, 0.85), (200.0, 0.96), (200.0, 0.94), (300.0, 0.99)])

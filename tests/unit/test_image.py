@@ -15,7 +15,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
-PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PYPROJECT = tomllib.loads((ROOT / "operator" / "pyproject.toml").read_text())
 
 
 def _instructions() -> list[tuple[str, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.knee import LevelResult, find_knee, format_table, parse_levels
+from loadgen.client.knee import LevelResult, find_knee, format_table, parse_levels
 
 
 def level(c: int, ttft_p95: float | None, tok_s: float, errors: int = 0, requests: int = 100) -> LevelResult:
@@ -62,8 +62,8 @@ def test_levels_parse_and_reject_nonsense() -> None:
 
 
 def test_a_simulated_sweep_finds_the_knee_the_engine_model_has() -> None:
-    from loadgen.knee import sweep_simulated
-    from loadgen.profiles import get_profile
+    from loadgen.client.knee import sweep_simulated
+    from loadgen.engine.profiles import get_profile
 
     # A10G at 1,000-token prompts and 200-token outputs, no ceiling of its own: throughput grows with
     # concurrency while the decode step holds, then TTFT climbs as prefills queue behind each other.

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.podrunner import ContainerLife, Pod, Settings, container_status, file_sd_targets, simengine_command
 from inferscale import render
 from inferscale.api import InferenceService, ObjectMeta, parse_spec
 
-from loadgen import simengine
-from loadgen.podrunner import ContainerLife, Pod, Settings, container_status, file_sd_targets, simengine_command
+from loadgen.engine import server as simengine
 
 
 def pod_json(engine: str, *, phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def test_the_engine_runs_with_the_pods_own_args(engine: str) -> None:
     assert pod.grace_seconds == render.ENDPOINT_DRAIN_SECONDS + 120
 
     command = simengine_command(pod, 43210, Settings(state_dir=Path("/unused"), cold_start_s=3))
-    assert command[1:3] == ["-m", "loadgen.simengine"]
+    assert command[1:3] == ["-m", "loadgen.engine.server"]
     args, unknown = simengine.build_parser().parse_known_args(command[3:])
     config = simengine.config_from_args(args)
     assert config.engine.value == engine

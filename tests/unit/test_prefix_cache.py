@@ -6,14 +6,14 @@ import random
 
 import pytest
 
-from loadgen.engine_model import EngineEvent, EngineModel, FirstToken, Scheduled
-from loadgen.fleet import FleetConfig, simulate
-from loadgen.fleet_policies import StaticPolicy
-from loadgen.knee import find_knee, sweep_simulated
-from loadgen.prefix_cache import hash_blocks
-from loadgen.profiles import TEST_PROFILE, get_profile
-from loadgen.prompts import PromptMaker, PromptMix, PromptText, apply_mix, block_keys, reuse
-from loadgen.traffic import Arrival
+from loadgen.client.knee import find_knee, sweep_simulated
+from loadgen.engine.model import EngineEvent, EngineModel, FirstToken, Scheduled
+from loadgen.engine.prefix_cache import hash_blocks
+from loadgen.engine.profiles import TEST_PROFILE, get_profile
+from loadgen.fleet.policies import StaticPolicy
+from loadgen.fleet.sim import FleetConfig, simulate
+from loadgen.traffic.prompts import PromptMaker, PromptMix, PromptText, apply_mix, block_keys, reuse
+from loadgen.traffic.shapes import Arrival
 
 A10G = get_profile("a10g-llama3-8b-awq")
 BS = TEST_PROFILE.block_size

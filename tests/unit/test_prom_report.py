@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.prom_report import PrometheusError, parse_range, queries, summarize
+from loadgen.client.prom_report import PrometheusError, parse_range, queries, summarize
 
 
 def test_queries_use_the_engines_names_and_the_selector() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.client import Measurement, RequestRecord, RunResult
-from loadgen.report import CostModel, build_report, format_summary, static_replicas, write_json, write_png
-from loadgen.stats import LogHistogram, percentile
+from loadgen.client.report import CostModel, build_report, format_summary, static_replicas, write_json, write_png
+from loadgen.client.runner import Measurement, RequestRecord, RunResult
+from loadgen.client.stats import LogHistogram, percentile
 
 
 def record(
@@ -100,13 +100,14 @@ def test_percentiles_and_histogram_quantiles() -> None:
 def test_asking_for_a_png_without_the_plotting_extra_is_refused_before_anything_runs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from loadgen import argtypes, cli
+    from loadgen import cli
+    from loadgen.cli import argtypes
 
     monkeypatch.setattr(argtypes.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SystemExit) as exit_:
         cli.build_parser().parse_args(["simulate", "--trace", "t.csv", "--json", "out.json", "--png", "out.png"])
     assert exit_.value.code == 2
-    assert "pip install 'inferscale[loadgen]'" in capsys.readouterr().err
+    assert "pip install 'inferscale-loadgen[plots]'" in capsys.readouterr().err
 
 
 def test_the_operator_image_carries_no_plotting_libraries() -> None:
@@ -115,7 +116,7 @@ def test_the_operator_image_carries_no_plotting_libraries() -> None:
 
 
 def test_png_draws_a_replicas_panel_only_when_it_carries_information(tmp_path: Path) -> None:
-    from loadgen.report import replicas_informative
+    from loadgen.client.report import replicas_informative
 
     records = [record(i, 0.2 * i, ttft=0.05 + 0.01 * i, e2e=0.5) for i in range(30)]
     one = build_report(result(records, 0.0, 6.6), target="t", model=None, workload={})

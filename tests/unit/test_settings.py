@@ -13,11 +13,11 @@ from inferscale.config import OperatorConfig
 from inferscale.policy import DEFAULT_STALE_AFTER, DEFAULT_TTFT_WINDOW
 from inferscale.promql import QueryOptions
 
-from loadgen import simulate_cli
-from loadgen.fleet import FleetConfig
-from loadgen.fleet_compare import Settings, default_spec
-from loadgen.fleet_policies import InferscalePolicy
-from loadgen.profiles import get_profile
+from loadgen.cli import simulate as simulate_cli
+from loadgen.engine.profiles import get_profile
+from loadgen.fleet.compare import Settings, default_spec
+from loadgen.fleet.policies import InferscalePolicy
+from loadgen.fleet.sim import FleetConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "synthetic_trace.csv"

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from loadgen.engine_metrics import TgiMetrics, VllmMetrics, tgi_duration_buckets, vllm_1_2_5_buckets
-from loadgen.engine_runtime import EngineRuntime
-from loadgen.profiles import TEST_PROFILE
+from loadgen.engine.metrics import TgiMetrics, VllmMetrics, tgi_duration_buckets, vllm_1_2_5_buckets
+from loadgen.engine.profiles import TEST_PROFILE
+from loadgen.engine.runtime import EngineRuntime
 
 
 def families(text: str) -> dict[str, tuple[str, list[Sample]]]:

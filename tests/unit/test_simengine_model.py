@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.engine_model import (
+from loadgen.engine.model import (
     BatchingMode,
     EngineEvent,
     EngineModel,
@@ -26,7 +26,7 @@ from loadgen.engine_model import (
     Scheduled,
     Token,
 )
-from loadgen.profiles import PROFILES, TEST_PROFILE, EngineProfile, get_profile
+from loadgen.engine.profiles import PROFILES, TEST_PROFILE, EngineProfile, get_profile
 
 H100 = get_profile("h100-llama3-8b-bf16")
 A10G = get_profile("a10g-llama3-8b-awq")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.client import Measurement, RequestRecord, RunResult
-from loadgen.report import build_report, format_summary, summary_path, write_requests_csv, write_summary_csv
-from loadgen.slo import Slos, parse_slos
+from loadgen.client.report import build_report, format_summary, summary_path, write_requests_csv, write_summary_csv
+from loadgen.client.runner import Measurement, RequestRecord, RunResult
+from loadgen.client.slo import Slos, parse_slos
 
 
 def test_slos_take_inference_perf_and_vllm_spellings() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.trace import TraceError, parse_timestamp, read_trace
-from loadgen.traffic import Arrival
+from loadgen.traffic.shapes import Arrival
+from loadgen.traffic.trace import TraceError, parse_timestamp, read_trace
 
 SHARED_TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "mooncake_conversation_2025.csv.gz"
 

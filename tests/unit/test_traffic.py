@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import synthetic_trace
-from loadgen.traffic import (
+from loadgen.traffic import synthetic as synthetic_trace
+from loadgen.traffic.shapes import (
     Arrival,
     Burst,
     Constant,
