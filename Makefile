@@ -4,12 +4,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: help deps deps-demo install lint crd lock image helm cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit demo down
+.PHONY: help deps deps-demo install lint crd lock image helm cluster-up cluster-down engines-up engines-down operator-up operator-down test test-unit test-integration demo down
 
 help:
 	@echo "make demo         local cluster + operator + an example InferenceService, shown with kubectl"
 	@echo "make test         everything: lint, unit tests, end-to-end tests on the local cluster"
-	@echo "make test-unit    unit tests only (no cluster)"
+	@echo "make test-unit    the fast tests only (no server, no cluster; under a minute)"
+	@echo "make test-integration  the tests against real servers on loopback (Prometheus, simengines)"
 	@echo "make down         stop the demo's operator and the local cluster"
 	@echo "make helm         build the pinned helm (the chart's tests need it; make test builds it)"
 	@echo "make crd          regenerate crds/ (and the Helm chart's copy) and docs/reference.md from the models"
@@ -56,7 +57,7 @@ lock:
 image: deps install
 	PYTHON=$(BIN)/python bash image/build.sh
 
-# The chart's tests (tests/unit/test_chart.py, tests/e2e/test_chart.py) run the pinned helm;
+# The chart's tests (tests/project/test_chart.py, tests/e2e/test_chart.py) run the pinned helm;
 # the demo never does, so only `make test` builds it.
 helm:
 	bash cluster/build.sh helm
@@ -81,8 +82,15 @@ operator-up: install cluster-up
 operator-down:
 	bash cluster/operator.sh stop
 
+# tests/ mirrors the packages. The fast suite: no server, no cluster, under a minute. The rest need real
+# servers on loopback (integration: Prometheus, simengine processes), the cluster (e2e) or the image (image).
+FAST_TESTS := tests/operator tests/loadgen tests/harness tests/project
+
 test-unit: install
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest $(FAST_TESTS)
+
+test-integration: deps-demo install
+	$(BIN)/pytest tests/integration
 
 # The image too: tests/image checks what is in it, tests/e2e/test_image.py runs it. Helm
 # before cluster-up, which puts it on the cluster's PATH (cluster/env.sh).

@@ -111,7 +111,7 @@ def test_asking_for_a_png_without_the_plotting_extra_is_refused_before_anything_
 
 
 def test_the_operator_image_carries_no_plotting_libraries() -> None:
-    lock = (Path(__file__).resolve().parents[2] / "requirements.lock").read_text().lower()
+    lock = (Path(__file__).resolve().parents[3] / "requirements.lock").read_text().lower()
     assert "matplotlib" not in lock and "numpy" not in lock
 
 

@@ -14,8 +14,7 @@ from harness.processes import free_port
 from inferscale.promql import VLLM_REQUEST_SUCCESS
 
 from loadgen.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
-
-from .conftest import ROOT, StartEngine
+from tests.integration.loadgen.conftest import ROOT, StartEngine
 
 
 def test_run_replays_a_trace_and_writes_json_and_png(

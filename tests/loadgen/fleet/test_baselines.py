@@ -28,7 +28,7 @@ from loadgen.traffic.shapes import Arrival
 from loadgen.traffic.trace import read_trace
 
 A10G = get_profile("a10g-llama3-8b-awq")
-TRACE = Path(__file__).resolve().parents[1] / "data" / "synthetic_trace.csv"
+TRACE = Path(__file__).resolve().parents[2] / "data" / "synthetic_trace.csv"
 TH = WvaThresholds()
 
 

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from harness.podrunner import Runner, Settings
 
-from tests.unit.test_podrunner import pod_json
+from tests.harness.test_podrunner import pod_json
 
 
 class ApiServer:

@@ -7,7 +7,7 @@ from inferscale.api import InferenceService, ObjectMeta, parse_spec
 from inferscale.autoscaler import MEMORY_FIELD, Plan, ServiceView, plan_service, remembered
 from inferscale.replicas import ReplicaCounts
 
-from tests.unit.test_autoscaler import service_signals
+from tests.operator.test_autoscaler import service_signals
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 WINDOW = {"stale_after": timedelta(seconds=60), "ttft_window": timedelta(seconds=60)}

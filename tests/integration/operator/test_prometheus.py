@@ -30,7 +30,7 @@ from inferscale.prometheus import MalformedAnswer, MetricsUnavailable, Prometheu
 from inferscale.promql import answer_problem
 from pydantic import ValidationError
 
-from tests.unit.test_plan_tick import indexes
+from tests.operator.test_plan_tick import indexes
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 EMPTY_VECTOR = {"status": "success", "data": {"resultType": "vector", "result": []}}

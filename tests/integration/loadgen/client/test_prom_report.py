@@ -9,11 +9,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from loadgen.cli import EXIT_OK, main
-from tests.loadgen.conftest import StartEngine, simengine  # noqa: F401 - the fixture
+from tests.integration.loadgen.conftest import StartEngine
 
 
 def test_run_reports_the_engines_queue_and_kv_cache_from_prometheus(
-    simengine: StartEngine,  # noqa: F811
+    simengine: StartEngine,
     start_prometheus: Any,
     tmp_path: Path,
 ) -> None:
@@ -41,7 +41,7 @@ def test_run_reports_the_engines_queue_and_kv_cache_from_prometheus(
 
 
 def test_run_reports_sglang_and_llamacpp_queues_under_their_own_names(
-    simengine: StartEngine,  # noqa: F811
+    simengine: StartEngine,
     start_prometheus: Any,
     tmp_path: Path,
 ) -> None:

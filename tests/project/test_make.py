@@ -1,6 +1,7 @@
 """The two commands on a bare machine: what `make demo` and `make test` install and build
 (read from `make -n`, so nothing is installed or built), the Debian package a Python without
-ensurepip gets, and the long steps' progress with the time each took last time."""
+ensurepip gets, the long steps' progress with the time each took last time, and which tests
+`make test-unit` runs."""
 
 from __future__ import annotations
 
@@ -104,3 +105,28 @@ def test_a_failed_step_fails_and_keeps_the_last_good_time(tmp_path: Path) -> Non
     assert failed.returncode == 3
     assert "ERROR: building etcd v3.6.16 failed after" in failed.stderr
     assert (tmp_path / "times" / "etcd").read_text() == took
+
+
+SLOW_TESTS = {"integration", "e2e", "image"}
+"""What needs a server on loopback, the cluster or the built image; `make test` runs them, `make test-unit` not."""
+
+
+def test_make_test_unit_runs_every_fast_test_folder_and_no_slow_one(tmp_path: Path) -> None:
+    [command] = [line for line in _dry_run("test-unit", tmp_path) if "/bin/pytest " in line]
+    fast = {arg.removeprefix("tests/") for arg in command.split() if arg.startswith("tests/")}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()}
+    assert fast == folders - SLOW_TESTS
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    # tests/operator for operator/inferscale, tests/harness for cluster/harness, tests/loadgen/X for loadgen/X,
+    # and the same under tests/integration: a module's tests are found by its path.
+    homes = {"operator": ROOT / "operator" / "inferscale", "harness": ROOT / "cluster" / "harness"}
+    for base in (ROOT / "tests", ROOT / "tests" / "integration"):
+        for init in sorted(base.rglob("__init__.py")):
+            folder = init.parent.relative_to(base)
+            if not folder.parts or folder.parts[0] in SLOW_TESTS | {"project"}:
+                continue
+            top, *rest = folder.parts
+            package = homes.get(top, ROOT / top).joinpath(*rest)
+            assert (package / "__init__.py").exists(), f"tests/{folder} mirrors no package ({package} is none)"

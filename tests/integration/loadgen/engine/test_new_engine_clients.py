@@ -21,7 +21,7 @@ from loadgen.engine.metrics import SGLANG_TTFT_BUCKETS
 from loadgen.engine.profiles import TEST_PROFILE
 from loadgen.engine.server import running_server
 from loadgen.engine.tokens import filler_text
-from tests.simengine.test_clients import MODEL, PROMPT, anyio_backend, config  # noqa: F401
+from tests.integration.loadgen.engine.test_clients import MODEL, PROMPT, anyio_backend, config  # noqa: F401
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ import pytest
 from loadgen.traffic.shapes import Arrival
 from loadgen.traffic.trace import TraceError, parse_timestamp, read_trace
 
-SHARED_TRACE = Path(__file__).resolve().parents[3] / "shared" / "traces" / "mooncake_conversation_2025.csv.gz"
+SHARED_TRACE = Path(__file__).resolve().parents[4] / "shared" / "traces" / "mooncake_conversation_2025.csv.gz"
 
 
 def write(tmp_path: Path, text: str, name: str = "trace.csv") -> Path:

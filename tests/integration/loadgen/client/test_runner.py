@@ -11,8 +11,7 @@ from loadgen.client.runner import ClientConfig, StreamingClient, TargetUnreachab
 from loadgen.client.stats import percentile
 from loadgen.engine.profiles import get_profile
 from loadgen.traffic.shapes import Arrival, Constant, Fixed, build_schedule
-
-from .conftest import StartEngine
+from tests.integration.loadgen.conftest import StartEngine
 
 pytestmark = pytest.mark.anyio
 

@@ -13,9 +13,8 @@ import pytest
 from loadgen.cli import EXIT_OK, main
 from loadgen.client.runner import ClientConfig, LiveProgress, Measurement, StreamingClient
 from loadgen.traffic.prompts import ChatLayout, PromptMaker, PromptMix
-
-from .conftest import StartEngine
-from .test_cli import prefix_counters
+from tests.integration.loadgen.cli.test_measure import prefix_counters
+from tests.integration.loadgen.conftest import StartEngine
 
 
 def test_run_reports_goodput_over_several_slos_and_writes_csv(

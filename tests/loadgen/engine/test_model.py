@@ -366,7 +366,7 @@ def test_random_traffic_with_aborts_keeps_the_books_straight(mode: BatchingMode,
 def test_the_h100_profile_serves_the_published_640_prompt_burst_at_its_published_rate() -> None:
     # F3 (LambdaLabsML/vllm-benchmark, H100, vLLM with --max-num-seqs 1024 --max-model-len 2048): the run's
     # own 640 ShareGPT requests, sent at once, came back at 7,790 output tok/s with a median TPOT of 33 ms.
-    data = json.loads((Path(__file__).parents[2] / "bench/data/lambdalabs_h100_llama3_8b_len2048.json").read_text())
+    data = json.loads((Path(__file__).parents[3] / "bench/data/lambdalabs_h100_llama3_8b_len2048.json").read_text())
     run = data["prompt_640"]
     profile = H100.with_overrides(max_num_seqs=1024, max_model_len=2048, max_num_batched_tokens=2048)
     model = EngineModel(profile, token_events=False)

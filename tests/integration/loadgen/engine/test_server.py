@@ -25,7 +25,7 @@ from loadgen.engine.server import ServerConfig, running_server
 from loadgen.engine.tokens import CHAT_TOKENS_FIXED, CHAT_TOKENS_PER_MESSAGE, filler_text
 
 pytestmark = pytest.mark.anyio
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 MODEL = "sim/llama-3-8b"
 
 

@@ -17,7 +17,7 @@ from loadgen.fleet.policies import POLICY_NAMES, counted_requests, keeps_slo
 from loadgen.traffic.synthetic import synthetic_arrivals
 from loadgen.traffic.trace import read_trace
 
-TRACE = Path(__file__).resolve().parents[1] / "data" / "synthetic_trace.csv"
+TRACE = Path(__file__).resolve().parents[2] / "data" / "synthetic_trace.csv"
 FIELDS = ("slo_attainment", "gpu_seconds", "ttft_p95", "ttft_p99", "scale_events")
 SLO = 1.0
 
