@@ -2,8 +2,7 @@
 # On machines without Docker or a reachable python:3.11-slim, `make image` (image/build.sh)
 # builds the same image from Debian's python3 (mmdebstrap, umoci): same venv path, user,
 # entry point and command; tests/image and tests/e2e/test_image.py check and run that one.
-# It leaves out loadgen and httptools, which this recipe still installs with the wheel
-# (one distribution for both until issue 10 item 3 splits them).
+# Only the operator's distribution (operator/pyproject.toml) goes in: no loadgen, none of its dependencies.
 # Runs as a non-root user on a read-only root filesystem (the Helm chart mounts /tmp as an
 # emptyDir); the entry point is the same `inferscale operator run` the tests run.
 
@@ -18,9 +17,8 @@ RUN python -m venv /opt/inferscale \
  && /opt/inferscale/bin/pip install --no-deps --require-virtualenv -r requirements.lock \
  && /opt/inferscale/bin/pip check
 # Our own package, built with a pinned setuptools in a throwaway venv.
-COPY pyproject.toml README.md ./
-COPY operator/ operator/
-COPY loadgen/ loadgen/
+COPY operator/pyproject.toml operator/README.md ./
+COPY operator/inferscale/ inferscale/
 RUN python -m venv /opt/build \
  && /opt/build/bin/pip install setuptools==84.2.1 \
  && /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /dist . \

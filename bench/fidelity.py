@@ -1,8 +1,8 @@
 """How close is the simulated engine to published figures (vLLM, SGLang, llama.cpp), in the published conditions?
 
 Each condition below is a published benchmark run (``../shared/notes/engine-profiles.md``, rows F2, F3,
-F6, S1-S3, L1-L2), replayed through ``loadgen.engine_model.EngineModel`` in simulated time with the profile and
-the engine flags the run used. The figures are computed the way the benchmark computed them (vLLM's
+F6, S1-S3, L1-L2), replayed through ``loadgen.engine.model.EngineModel`` in simulated time with the profile
+and the engine flags the run used. The figures are computed the way the benchmark computed them (vLLM's
 ``benchmarks/benchmark_serving.py`` for F2/F3: TTFT over every request, TPOT over requests with more than
 one output token, throughput over the run from the first send to the last reply).
 
@@ -56,8 +56,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.engine_model import EngineModel, Finished, FirstToken
-from loadgen.profiles import EngineProfile, get_profile
+from loadgen.engine.model import EngineModel, Finished, FirstToken
+from loadgen.engine.profiles import EngineProfile, get_profile
 
 DATA = Path(__file__).resolve().parent / "data" / "lambdalabs_h100_llama3_8b_len2048.json"
 WITHIN = 0.10

@@ -3,7 +3,7 @@
 One simulated hour of Poisson arrivals at 20 req/s (about 72,000 requests; seed 1), prompts lognormal
 around 512 tokens (sigma 0.6, at most 4,096) and outputs lognormal around 128 tokens (sigma 0.5, at most
 1,024), on the ``a10g-llama3-8b-awq`` profile (max_num_seqs 8, 90 s cold start) with a 1 s p95 TTFT SLO.
-All six policies run on the same arrivals (``loadgen.fleet_compare.compare``, exactly what ``loadgen
+All six policies run on the same arrivals (``loadgen.fleet.compare.compare``, exactly what ``loadgen
 simulate`` runs), in ``--workers`` processes (2 by default, the machine's cores): first the capacity
 curve the static-peak and oracle baselines are sized from, then every policy, the oracle's search
 included. Target: at most 60 s of wall time in total.
@@ -22,10 +22,10 @@ import os
 import sys
 import time
 
-from loadgen.argtypes import png_path
-from loadgen.fleet_compare import Settings, compare, default_spec, engine_for, format_table, write_png
-from loadgen.profiles import get_profile
-from loadgen.traffic import Constant, Lognormal, build_schedule
+from loadgen.cli.argtypes import png_path
+from loadgen.engine.profiles import get_profile
+from loadgen.fleet.compare import Settings, compare, default_spec, engine_for, format_table, write_png
+from loadgen.traffic.shapes import Constant, Lognormal, build_schedule
 
 RATE_RPS = 20.0
 DURATION_S = 3600.0

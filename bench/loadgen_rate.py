@@ -3,7 +3,7 @@
 Starts a simengine in a subprocess on 127.0.0.1 (its own process, so the server does not share the
 client's event loop) with a profile fast enough not to be the bottleneck and no practical concurrency
 ceiling, then steps the request rate up. Each step is an open-loop run of evenly spaced requests, each a
-64-token streamed completion (``loadgen.client.run_open_loop``, exactly what ``loadgen run`` uses). A rate
+64-token streamed completion (``loadgen.client.runner.run_open_loop``, exactly what ``loadgen run`` uses). A rate
 is sustained when the schedule lag p99 (after a warm-up) is at most 10 ms, every request completes with its
 64 tokens, and the server kept up (TTFT p99 <= 250 ms; beyond that the step measures the server's queue,
 not the client). A failing rate is tried once more (the development machines are shared, and a burst of
@@ -35,10 +35,10 @@ from pathlib import Path
 
 from inferscale.api import Engine
 
-from loadgen.client import ClientConfig, StreamingClient, run_open_loop
-from loadgen.profiles import EngineProfile
-from loadgen.stats import percentile
-from loadgen.traffic import Constant, Fixed, build_schedule
+from loadgen.client.runner import ClientConfig, StreamingClient, run_open_loop
+from loadgen.client.stats import percentile
+from loadgen.engine.profiles import EngineProfile
+from loadgen.traffic.shapes import Constant, Fixed, build_schedule
 
 LAG_P99_LIMIT_S = 0.010
 KEEP_UP_TTFT_P99_S = 0.25
@@ -69,8 +69,8 @@ BENCH_PROFILE = EngineProfile(
 
 def serve(decode_step_s: float) -> None:
     """Child process: run the simengine with BENCH_PROFILE on a free port and log its URL."""
-    from loadgen.simengine import ServerConfig
-    from loadgen.simengine import serve as serve_engine
+    from loadgen.engine.server import ServerConfig
+    from loadgen.engine.server import serve as serve_engine
 
     logging.basicConfig(level="INFO", format="%(message)s", stream=sys.stderr)
     profile = dataclasses.replace(BENCH_PROFILE, decode_step_s=decode_step_s)

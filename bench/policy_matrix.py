@@ -1,14 +1,14 @@
 """How does the operator's policy do against the oracle and today's autoscalers, trace by trace?
 
-Every cell is one ``loadgen.fleet_compare.compare`` (what ``loadgen simulate`` runs) of one trace on one
+Every cell is one ``loadgen.fleet.compare.compare`` (what ``loadgen simulate`` runs) of one trace on one
 engine profile at one p95 TTFT SLO. The traces: the shared Mooncake conversation trace (long prompts;
 skipped with a note when ``shared/traces`` is not beside the repository) and two synthetic hours made with
-``loadgen.synthetic_trace`` that have the shape the policy is judged on elsewhere: short prompts (about
+``loadgen.traffic.synthetic`` that have the shape the policy is judged on elsewhere: short prompts (about
 1-1.5k tokens median) and bursty arrivals (Gamma gaps, CV 2.5-3). ``random-SEED`` (e.g. ``--traces
-random-1,random-2``) adds an hour of a shape drawn from the seed (``loadgen.synthetic_trace.random_hour``),
+random-1,random-2``) adds an hour of a shape drawn from the seed (``loadgen.traffic.synthetic.random_hour``),
 for checking a change on traffic it was not tuned on. The cells: each trace on a10g at 1 s and 3 s, and on
 h100 at 1 s. As a user would, each cell pins ``maxConcurrency`` at the knee ``loadgen knee``
-finds for the profile on the trace's own requests (``loadgen.knee.sweep_simulated``: the same sweep and
+finds for the profile on the trace's own requests (``loadgen.client.knee.sweep_simulated``: the same sweep and
 criterion in simulated time; the SLO joins the criterion only where one request alone meets it).
 
 One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_met=A dominated=D runaway=R``:
@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.fleet_compare import Comparison, Settings, compare, default_spec, engine_for
-from loadgen.fleet_policies import POLICY_NAMES, refused_requests
-from loadgen.knee import KneeVerdict, find_knee, sweep_simulated
-from loadgen.profiles import EngineProfile, get_profile
-from loadgen.synthetic_trace import random_hour, synthetic_arrivals
-from loadgen.trace import read_trace
-from loadgen.traffic import Arrival, Lognormal
+from loadgen.client.knee import KneeVerdict, find_knee, sweep_simulated
+from loadgen.engine.profiles import EngineProfile, get_profile
+from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for
+from loadgen.fleet.policies import POLICY_NAMES, refused_requests
+from loadgen.traffic.shapes import Arrival, Lognormal
+from loadgen.traffic.synthetic import random_hour, synthetic_arrivals
+from loadgen.traffic.trace import read_trace
 
 SHARED_TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "mooncake_conversation_2025.csv.gz"
 GPU_TARGET = 1.15

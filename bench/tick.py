@@ -19,7 +19,7 @@ most steady within the SLO, some over it with a queue, some nearly idle and due 
 tick also sends its per-pod load query), some idle, a few in Manual mode. A few exporter processes
 (``--exporters``, 4; separate processes, so neither their CPU time in Python nor their memory is the
 bench's) each serve a shard of the pods on one 127.0.0.1 endpoint, with the engines' real metric names,
-label sets and histogram buckets (the layouts of loadgen.testing's exporters) and the pod's
+label sets and histogram buckets (the layouts of harness.testing's exporters) and the pod's
 ``namespace``, ``service`` and ``pod`` labels in every sample, plus DCGM's GPU series on a second path.
 Prometheus (Debian's /usr/bin/prometheus, 127.0.0.1, a free port, storage in a temporary directory)
 scrapes them with ``honor_labels``. The exporters serve only the families the queries read (and their
@@ -93,13 +93,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from inferscale.handlers import Indexes
 
-from inferscale import promql
-from inferscale.settings import SCALING
-
-from loadgen import processes
-from loadgen.engine_metrics import TGI_REQUEST_COUNT, VLLM_HELP, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
-from loadgen.processes import die_with_parent, stop_process
-from loadgen.testing import (
+from harness import processes
+from harness.processes import die_with_parent, stop_process
+from harness.testing import (
     DCGM_HEADER,
     PROMETHEUS,
     TGI_DURATION_BUCKETS,
@@ -109,6 +105,10 @@ from loadgen.testing import (
     PrometheusFailed,
     dcgm_labels,
 )
+from inferscale import promql
+from inferscale.settings import SCALING
+
+from loadgen.engine.metrics import TGI_REQUEST_COUNT, VLLM_HELP, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS
 
 SEED = 20261202
 NAMESPACES = 25
@@ -449,7 +449,7 @@ def start_prometheus(workdir: Path, engines: list[str], dcgm: list[str], interva
 
 
 def wait_for(what: str, probe: Callable[[], Any], *, timeout: float, interval: float = 0.25) -> Any:
-    """loadgen.processes.wait_for, ending the bench with a message instead of an AssertionError."""
+    """harness.processes.wait_for, ending the bench with a message instead of an AssertionError."""
     try:
         return processes.wait_for(what, probe, timeout=timeout, interval=interval)
     except AssertionError as error:

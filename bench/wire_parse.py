@@ -1,7 +1,7 @@
 """How much CPU does loadgen's client spend reading one streamed answer?
 
 Feeds a 64-token SSE answer (chunked, one event per read, as the simengine streams it) through
-``loadgen.wire``'s connection, exactly as the event loop would hand it the bytes, N times, with no
+``loadgen.client.wire``'s connection, exactly as the event loop would hand it the bytes, N times, with no
 socket and no server: what is left is the HTTP parsing and the per-piece callbacks. The last line is
 ``parse_us_per_response=U``.
 
@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import time
 
-from loadgen.wire import Connection
+from loadgen.client.wire import Connection
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 EVENT = b'data: {"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" tok"}]}\n\n'

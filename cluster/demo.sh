@@ -23,14 +23,14 @@ kubectl get inferenceservices
 echo
 echo "$ kubectl get deployment chat -o jsonpath='{.spec.template.spec.containers[0].args}'"
 kubectl get deployment chat -o jsonpath='{.spec.template.spec.containers[0].args}'; echo
-url="$("$root/.venv/bin/python" -m loadgen.podrunner url default/chat)"
+url="$("$root/.venv/bin/python" -m harness.podrunner url default/chat)"
 # kwok reports a pod Ready at once; the engine behind it needs its cold start first.
 for _ in $(seq 60); do curl -sf "$url/v1/models" >/dev/null && break; sleep 1; done
 echo
 echo "Sending a step in load to $url (the service's endpoint) ..."
 mkdir -p "$reports"
 status=0
-"$root/.venv/bin/python" -m loadgen.validate --namespace default --name chat --url "$url" \
+"$root/.venv/bin/python" -m harness.validate --namespace default --name chat --url "$url" \
   --kubectl "kubectl" --json "$reports/demo.json" --png "$reports/demo.png" || status=$?
 echo
 echo "$ kubectl get inferenceservices"

@@ -22,7 +22,7 @@ has() { command -v "$1"; }
 demo() {
   need openssl has openssl
   need curl has curl
-  # Debian's package, at the path cluster/prometheus.sh and loadgen/testing.py run.
+  # Debian's package, at the path cluster/prometheus.sh and cluster/harness/testing.py run.
   need prometheus test -x /usr/bin/prometheus
 }
 

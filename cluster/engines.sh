@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the pod runner (loadgen/podrunner.py) in the background: a simengine for every Running engine
+# Run the pod runner (cluster/harness/podrunner.py) in the background: a simengine for every Running engine
 # pod of the local cluster, Prometheus file_sd targets for them, and a loopback proxy per service.
 #   cluster/engines.sh start|stop|status|logs
 # Env: INFERSCALE_ENGINE_PROFILE (simengine profile, default test), INFERSCALE_ENGINE_COLD_START
@@ -15,7 +15,7 @@ root="$(cd "$here/.." && pwd)"
 python="${INFERSCALE_PYTHON:-$root/.venv/bin/python}"
 pidfile="$pids/engines.pid"
 log="$logs/engines.log"
-marker="loadgen.podrunner --state-dir $engines_dir "
+marker="harness.podrunner --state-dir $engines_dir "
 running() { pid_matches "$pidfile" "$marker"; }
 
 case "${1:-}" in
@@ -30,7 +30,7 @@ case "${1:-}" in
     fi
     mkdir -p "$engines_dir" "$logs" "$pids"
     rm -f "$engines_dir/runner.json"
-    (cd "$root" && exec setsid "$python" -m loadgen.podrunner --state-dir "$engines_dir" run \
+    (cd "$root" && exec setsid "$python" -m harness.podrunner --state-dir "$engines_dir" run \
       --kubeconfig "$kubeconfig" \
       --profile "${INFERSCALE_ENGINE_PROFILE:-test}" \
       --cold-start "${INFERSCALE_ENGINE_COLD_START:-5}" \

@@ -19,7 +19,7 @@ mirror="${INFERSCALE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 packages=python3,ca-certificates
 pip_version=26.3 # the installer, run from its wheel inside the rootfs and removed afterwards
 uid=10001        # charts/inferscale/templates/deployment.yaml: runAsUser/runAsGroup
-tag="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)"
+tag="$(sed -n 's/^version = "\(.*\)"/\1/p' operator/pyproject.toml)"
 python="${PYTHON:-python3}"
 
 cache="${INFERSCALE_CACHE:-$HOME/.cache/inferscale}/image"
@@ -57,10 +57,9 @@ else
 fi
 
 # --- 2. wheels: our package and the pinned lock (cached by file name) -------------------
-# The lock minus what only loadgen imports: the wheel still carries loadgen (one
-# distribution for both until issue 10 item 3 splits them), so the image drops it below.
-loadgen_only='^httptools=='
-grep -v '^#' requirements.lock | grep -v "$loadgen_only" | grep . > "$out/requirements.image.txt"
+# The operator's distribution alone (operator/pyproject.toml): requirements.lock pins its runtime
+# dependencies and nothing of loadgen's.
+grep -v '^#' requirements.lock | grep . > "$out/requirements.image.txt"
 step "wheels for Debian's CPython 3.11 (pip download, binary only: no sdist, no compiler)"
 # pip takes a --platform literally: list every manylinux tag bookworm's glibc 2.36 runs.
 platforms=(--platform any --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64)
@@ -79,7 +78,7 @@ fi
 rm -rf "$out/dist" "$out/src"
 # A copy of the sources, so setuptools' build/ and egg-info land outside the work tree.
 mkdir -p "$out/src"
-cp -r pyproject.toml README.md operator loadgen "$out/src/"
+cp -r operator/pyproject.toml operator/README.md operator/inferscale "$out/src/"
 "$cache/build-venv/bin/pip" wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
   --wheel-dir "$out/dist" "$out/src"
 rm -rf "$out/src"
@@ -107,16 +106,9 @@ chroot "$rootfs" /usr/bin/env -i PATH=/usr/bin:/bin /opt/inferscale/bin/python \
   "/tmp/wheels/pip-$pip_version-py3-none-any.whl/pip" install --quiet --disable-pip-version-check \
   --no-index --no-deps --no-cache-dir --find-links /tmp/wheels \
   -r /tmp/wheels/requirements.image.txt "/tmp/wheels/$(basename "$out"/dist/inferscale-*.whl)"
-# loadgen rides in the same wheel (see above): out of the image, with its commands.
-site="$rootfs/opt/inferscale/lib/python3.11/site-packages"
-rm -rf "$site/loadgen" "$rootfs/opt/inferscale/bin/loadgen" "$rootfs/opt/inferscale/bin/simengine"
-# `pip check` minus the one requirement dropped on purpose: any other gap fails the build.
-check="$(chroot "$rootfs" /opt/inferscale/bin/python "/tmp/wheels/pip-$pip_version-py3-none-any.whl/pip" \
-  check --disable-pip-version-check 2>&1 || true)"
-if grep -v 'requires httptools, which is not installed' <<<"$check" | grep -v '^No broken requirements' | grep .; then
-  echo "image: pip check failed" >&2
-  exit 1
-fi
+# `pip check`: the lock must hold every requirement of the wheel and of what it pins.
+chroot "$rootfs" /opt/inferscale/bin/python "/tmp/wheels/pip-$pip_version-py3-none-any.whl/pip" \
+  check --disable-pip-version-check || { echo "image: pip check failed" >&2; exit 1; }
 rm -rf "$rootfs/tmp/wheels"
 
 # A named user (kopf asks the OS who runs it when POD_ID is unset), no home but /tmp.

@@ -2,7 +2,7 @@
 
 The operator's configuration (`config.OperatorConfig`, which takes these fields from INFERSCALE_*
 variables and flags), the PromQL the tick sends (`promql.QueryOptions`), the policy's defaults
-(`policy.decide`) and the fleet simulator (`loadgen.fleet`, `loadgen.fleet_compare`, `loadgen simulate`)
+(`policy.decide`) and the fleet simulator (`loadgen.fleet.sim`, `loadgen.fleet.compare`, `loadgen simulate`)
 all read them from here, so a simulated tick sees what a deployed one does. Pure: no I/O, nothing of ours
 imported.
 """

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from loadgen.processes import wait_for
+from harness.processes import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("INFERSCALE_CLUSTER_DIR", Path.home() / ".cache/inferscale/cluster"))

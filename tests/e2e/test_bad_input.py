@@ -13,11 +13,11 @@ import json
 import re
 from typing import Any
 
+from harness.processes import wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes import client, config
 
-from loadgen.processes import wait_for
 from tests.e2e.conftest import Operator, condition, get_json, kubectl
 
 GROUP, VERSION, PLURAL = "inferscale.io", "v1alpha1", "inferenceservices"

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
+from harness.processes import free_port, wait_for
 
-from loadgen.processes import free_port, wait_for
 from tests.e2e.conftest import (
     KUBECONFIG,
     Operator,

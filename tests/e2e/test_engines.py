@@ -20,10 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
+from harness.processes import wait_for
 from inferscale.prometheus import PrometheusConfig, PrometheusSignals
 from inferscale.promql import QueryOptions
 
-from loadgen.processes import wait_for
 from tests.e2e.conftest import ROOT, STATE, condition, get_json, kubectl
 
 ENGINES_DIR = STATE / "engines"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loadgen.processes import wait_for
+from harness.processes import wait_for
+
 from tests.e2e.conftest import Operator, condition, get_json, kubectl
 
 # (engine, extraArgs, the entry refused, the reserved flag, the spec field to set instead)

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.processes import wait_for
 
-from loadgen.processes import wait_for
 from tests.e2e.conftest import (
     KUBECONFIG,
     KUBECTL,

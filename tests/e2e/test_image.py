@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.processes import free_port, wait_for
 
-from loadgen.processes import free_port, wait_for
 from tests.e2e.conftest import KUBECONFIG, ROOT, get_json, kubectl, service_account_kubeconfig, session_operator_paused
 from tests.helm import CHART, helm, requires_helm
 from tests.image.oci import ARCHIVE, PODMAN, PODMAN_RUN, load

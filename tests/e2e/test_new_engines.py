@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 import pytest
+from harness.processes import wait_for
 
-from loadgen.processes import wait_for
 from tests.e2e.conftest import Operator, condition, get_json, kubectl
 from tests.e2e.test_engines import endpoints, hold_streams, prometheus, promql, runner  # noqa: F401
 from tests.e2e.test_scaling import ISVC, scaled_down, scaling_operator  # noqa: F401

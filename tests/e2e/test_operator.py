@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from harness.processes import wait_for
 
-from loadgen.processes import wait_for
 from tests.e2e.conftest import ROOT, Operator, condition, get_json, kubectl
 
 

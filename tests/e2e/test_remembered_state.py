@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from harness.processes import wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inferscale.autoscaler import remembered
 
-from loadgen.processes import wait_for
 from tests.e2e.conftest import Operator, get_json, kubectl
 from tests.e2e.test_engines import endpoints, prometheus, runner  # noqa: F401
 from tests.e2e.test_scaling import ISVC, scaling_operator  # noqa: F401

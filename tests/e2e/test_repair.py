@@ -9,7 +9,8 @@ import json
 import time
 from typing import Any
 
-from loadgen.processes import wait_for
+from harness.processes import wait_for
+
 from tests.e2e.conftest import RESYNC_SECONDS, Operator, condition, get_json, kubectl
 
 ISVC = {

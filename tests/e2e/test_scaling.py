@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from harness.processes import wait_for
 
-from loadgen.processes import wait_for
 from tests.e2e.conftest import KUBECONFIG, KUBECTL, ROOT, Operator, condition, get_json, kubectl
 from tests.e2e.test_engines import PROMETHEUS, endpoints, hold_streams, prometheus, runner  # noqa: F401
 
@@ -94,7 +94,7 @@ def test_closed_loop_validation_passes_on_a_step_in_load(
     scaling_operator: Operator, namespace: str, tmp_path: Path
 ) -> None:
     """The short form of the demo (`make demo`): loadgen's validation of a step in load."""
-    from loadgen import validate
+    from harness import validate
 
     kubectl("-n", namespace, "apply", "-f", str(ROOT / "examples" / "demo-chat.yaml"))
     proxy, _ = wait_for("one ready engine behind the proxy", lambda: endpoints(namespace, "chat", 1), timeout=60)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TAG = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+TAG = tomllib.loads((ROOT / "operator" / "pyproject.toml").read_text())["project"]["version"]
 LAYOUT = ROOT / "build" / "image" / "oci"
 ARCHIVE = ROOT / "build" / "image" / f"inferscale-{TAG}.oci.tar"
 

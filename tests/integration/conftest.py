@@ -1,6 +1,6 @@
 """Integration fixtures: a real Prometheus (Debian's package), started by the tests on loopback.
 
-Each Prometheus here is loadgen.testing's: its own config file and temporary storage on a
+Each Prometheus here is harness.testing's: its own config file and temporary storage on a
 free 127.0.0.1 port, never the packaged systemd service or /etc/prometheus. Every one is
 stopped when the tests end.
 """
@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from loadgen.testing import PROMETHEUS, Prometheus
+from harness.testing import PROMETHEUS, Prometheus
 
 
 @pytest.fixture(scope="session")
