@@ -328,7 +328,14 @@ class ScaleUpBehavior(Model):
 class ScaleDownBehavior(Model):
     stabilization_seconds: Annotated[
         int,
-        Field(ge=0, le=3600, description="Scale down only to the highest recommendation seen in this window."),
+        Field(
+            ge=0,
+            le=3600,
+            description=(
+                "Scale down only to the highest recommendation seen in this window. Replicas still starting that the"
+                " demand no longer needs are stopped at once: they have served nothing."
+            ),
+        ),
     ] = 300
     max_step_replicas: Annotated[int, Field(ge=1, le=100, description="Most replicas removed in one step.")] = 1
 

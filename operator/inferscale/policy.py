@@ -27,10 +27,14 @@ The rules, in the order `decide` applies them (docs/runbook.md has every reason)
    (`DemandRising`). Starting replicas count, so scale-ups never stack; a wrong forecast
    costs at most one step. Not while a drained backlog is in the rate's window: the rate
    counts requests as they finish, and would count the backlog as demand.
-6. Down, with the load and headroom, whatever TTFT does where prefill breaks it: when the
+6. Stop what a burst started and no longer needs: replicas still starting (they serve
+   nothing) beyond what the rate and its forecast need and the ready ones, while p95 TTFT is
+   within the SLO and nothing waits beyond its target (`ScaledDown`, within the scale-down
+   window: it holds replicas that served a burst, and these never did).
+7. Down, with the load and headroom, whatever TTFT does where prefill breaks it: when the
    smoothed rate, concurrency and KV cache fit fewer replicas, requests do not wait beyond
    their share, and no higher count was recommended within the scale-down window.
-7. Otherwise `Steady`, `SLOUnattainable` or `AtMinReplicas`.
+8. Otherwise `Steady`, `SLOUnattainable` or `AtMinReplicas`.
 
 Engines without the request-rate and queue-time signals fall back to what came before
 them: TTFT breaches count as waiting, and the concurrency at which the SLO last broke
@@ -95,6 +99,10 @@ HOLT_ALPHA = 0.5
 HOLT_BETA = 0.3
 # The forecast one cold start ahead is at most this many times the rate now.
 FORECAST_MAX_RISE = 1.2
+# Replicas still starting are stopped when the demand that asked for them has gone, only in a fleet of at least
+# this many ready ones: in a smaller one a replica is a third or more of the capacity, and a burst that comes
+# back within the scale-down window would find it short (two of the held-out hours lost attainment so).
+STARTING_STOP_MIN_READY = 3
 DEFAULT_STALE_AFTER = SCALING.stale_after
 DEFAULT_TTFT_WINDOW = SCALING.ttft_window
 # Largest replica count a formula may produce before clamping (keeps math.ceil finite).
@@ -360,6 +368,13 @@ def decide(
         return _scale_up(tick, load, slo_breach=live_breach, at_least=sized)
     if sized is not None and sized.replicas > current:
         return _scale_up(tick, load, slo_breach=False, demand=sized)
+    if observed.starting_replicas > 0 and not over_slo and load.waiting <= queue_target and tick.backlog_settled:
+        # Sized as a scale-down sizes (the tolerance below the fill), from the rate now and its forecast.
+        still_needed = demand.replicas(capacity, observed.ready_replicas, max_step, fill=RATE_FILL * (1 - TOLERANCE))
+        if still_needed is not None:
+            stopped = _stop_starting(tick, still_needed)
+            if stopped is not None:
+                return stopped
     if draining:
         why = (
             f"{_num(load.waiting)} requests waiting on {observed.ready_replicas} ready replicas "
@@ -729,6 +744,29 @@ def _scale_up(
         why += f" ({needed} needed; {cap})"
     limit = Limit.MAX_REPLICAS if needed > bounds.max and target == bounds.max else None
     return tick.finish(target, reason, why, memory, limited_by=limit)
+
+
+def _stop_starting(tick: _Tick, sized: _Sized) -> Decision | None:
+    """Stop replicas still starting that the demand no longer needs: a burst over before they are ready.
+
+    They serve nothing yet, so stopping them drops no request, and a Deployment scaled down deletes its
+    not-ready pods first (the ReplicaSet controller ranks not ready before ready, ahead of the deletion cost:
+    ActivePodsWithRanks in kubernetes' pkg/controller/controller_utils.go). The scale-down window holds
+    replicas that served the last burst, against one that comes back; these never served it, so they pay a
+    cold start for nothing while the window holds them. Never below the ready replicas or spec.replicas.min.
+    """
+    observed, bounds = tick.observed, tick.spec.replicas
+    ready, current = observed.ready_replicas, observed.current_replicas
+    if ready < STARTING_STOP_MIN_READY:
+        return None
+    target = max(sized.replicas, ready, bounds.min)
+    if target >= current:
+        return None
+    why = (
+        f"{sized.describe()} need {_replicas(sized.replicas)} and {ready} are ready: "
+        f"{_replicas(current - target)} still starting no longer needed"
+    )
+    return tick.finish(target, Reason.SCALED_DOWN, why, tick.remember(target))
 
 
 def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decision:

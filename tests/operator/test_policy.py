@@ -539,6 +539,42 @@ def test_a_forecast_adds_one_step_beyond_the_rate_and_none_on_top_of_a_step_stil
     assert decision.replicas == 11 and decision.reason is not Reason.DEMAND_RISING
 
 
+def _after_a_burst(ready: int, starting: int, *, rate: float, ttft: float = 0.4) -> tuple[Observation, Memory]:
+    # A scale-up for a burst a minute ago is still starting (the scale-down window holds its count); the rate
+    # is back at `rate`, and a replica serves 1 req/s.
+    memory = _settled(
+        ready,
+        capacity_rps=1.0,
+        demand_level=rate,
+        demand_trend=0.0,
+        demand_at=_ago(15),
+        rate_since=_ago(600),
+        scale_down_window=(Recommendation(time=_ago(60), replicas=ready + starting),),
+    )
+    seen = _timed(
+        ready + starting, ttft=ttft, queue_time=0.0, prefill_p95=0.3, rate=rate, running=10, starting=starting
+    )
+    return seen, memory
+
+
+def test_replicas_still_starting_are_stopped_when_the_burst_that_asked_for_them_is_over() -> None:
+    spec = _spec(replicas={"min": 1, "max": 16})
+    # 4 req/s fit 5 replicas at the scale-down's fill (81%); 6 are ready, so the 3 starting serve nothing.
+    decision = decide(spec, *_after_a_burst(6, 3, rate=4.0), T0)
+    assert (decision.replicas, decision.reason) == (6, Reason.SCALED_DOWN)
+    assert "3 replicas still starting no longer needed" in decision.message
+    # Still needed: 7 req/s fit 9 replicas, the 6 ready and the 3 starting.
+    assert decide(spec, *_after_a_burst(6, 3, rate=7.0), T0).replicas == 9
+
+
+def test_starting_replicas_are_kept_in_a_small_fleet_or_while_the_slo_breaks() -> None:
+    spec = _spec(replicas={"min": 1, "max": 16})
+    # Two ready: one replica is half the fleet, and a burst that comes back would find it short.
+    assert decide(spec, *_after_a_burst(2, 2, rate=1.0), T0).replicas == 4
+    # p95 TTFT above the SLO: the replicas on their way are what fixes it.
+    assert decide(spec, *_after_a_burst(6, 3, rate=4.0, ttft=1.3), T0).replicas == 9
+
+
 def test_capacity_is_lowered_when_requests_wait_at_the_rate_it_promised() -> None:
     memory = _settled(2, capacity_rps=2.0, demand_level=3.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
     decision = _decide(_timed(2, ttft=0.9, queue_time=0.4, rate=3.0, running=16), memory)
