@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from inferscale.api import ENGINES_WITHOUT_TTFT, ConditionStatus, Engine, InferenceService, ScalingMode
-from inferscale.policy import Decision, Limit, Memory, Observation, Recommendation, decide
+from inferscale.policy import Decision, Limit, Memory, Observation, Recommendation, adopt, decide
 from inferscale.promql import ServiceSignals, Signal, Source
 from inferscale.render import SERVICE_LABEL
 from inferscale.replicas import ReplicaCounts
@@ -280,7 +280,8 @@ def plan_service(
     manual = view.isvc.spec.scaling.mode is ScalingMode.MANUAL
     overridden = next((c for c in existing if c.get("type") == REPLICAS_OVERRIDDEN), None)
     last_desired = status.get("desiredReplicas")
-    if not manual and last_desired is not None and int(last_desired) != current:
+    changed_externally = not manual and last_desired is not None and int(last_desired) != current
+    if changed_externally:
         # Someone else (kubectl scale, another controller) changed the Deployment: say so
         # and carry on from their count instead of silently undoing it.
         message = (
@@ -302,10 +303,13 @@ def plan_service(
     memory = remembered(status.get(MEMORY_FIELD), now, created=view.isvc.metadata.creation_timestamp)
     if memory.problems:
         events.append(Event("Warning", "RememberedStateInvalid", "; ".join(memory.problems)))
+    # Their count is where scaling continues from: held like a recommendation of our own for the scale-down
+    # window, not undone at this tick.
+    policy_memory = adopt(view.isvc.spec, memory.memory, current, now) if changed_externally else memory.memory
     decision = decide(
         view.isvc.spec,
         observation(view, None if metrics_error else signals),
-        memory.memory,
+        policy_memory,
         now,
         stale_after=stale_after,
         ttft_window=ttft_window,

@@ -753,12 +753,13 @@ def _stop_starting(tick: _Tick, sized: _Sized) -> Decision | None:
     not-ready pods first (the ReplicaSet controller ranks not ready before ready, ahead of the deletion cost:
     ActivePodsWithRanks in kubernetes' pkg/controller/controller_utils.go). The scale-down window holds
     replicas that served the last burst, against one that comes back; these never served it, so they pay a
-    cold start for nothing while the window holds them. Never below the ready replicas or spec.replicas.min.
+    cold start for nothing while the window holds them. Only replicas this policy started (it has scaled
+    since the count was last set by someone else), never below the ready replicas or spec.replicas.min.
     """
     observed, bounds = tick.observed, tick.spec.replicas
     ready, current = observed.ready_replicas, observed.current_replicas
-    if ready < STARTING_STOP_MIN_READY:
-        return None
+    if ready < STARTING_STOP_MIN_READY or tick.memory.last_scale_direction is None:
+        return None  # a small fleet, or replicas someone else started (``adopt``) or the first count
     target = max(sized.replicas, ready, bounds.min)
     if target >= current:
         return None
@@ -942,19 +943,7 @@ class _Tick:
 
     def remember(self, recommended: int, memory: Memory | None = None) -> Memory:
         """Memory with this tick's recommendation added to both stabilisation windows."""
-        memory = memory or self.memory
-        entry = Recommendation(time=self.now, replicas=recommended)
-        behaviour = self.spec.scaling
-        return memory.model_copy(
-            update={
-                "scale_up_window": _slide(
-                    memory.scale_up_window, entry, behaviour.scale_up.stabilization_seconds, keep_higher=False
-                ),
-                "scale_down_window": _slide(
-                    memory.scale_down_window, entry, behaviour.scale_down.stabilization_seconds, keep_higher=True
-                ),
-            }
-        )
+        return _remember(self.spec, memory or self.memory, recommended, self.now)
 
     def finish(
         self, replicas: int, reason: Reason, why: str, memory: Memory, *, limited_by: Limit | None = None
@@ -975,6 +964,32 @@ class _Tick:
             slo_unattainable=self.unattainable,
             memory=memory,
         )
+
+
+def _remember(spec: InferenceServiceSpec, memory: Memory, recommended: int, now: datetime) -> Memory:
+    entry = Recommendation(time=now, replicas=recommended)
+    behaviour = spec.scaling
+    return memory.model_copy(
+        update={
+            "scale_up_window": _slide(
+                memory.scale_up_window, entry, behaviour.scale_up.stabilization_seconds, keep_higher=False
+            ),
+            "scale_down_window": _slide(
+                memory.scale_down_window, entry, behaviour.scale_down.stabilization_seconds, keep_higher=True
+            ),
+        }
+    )
+
+
+def adopt(spec: InferenceServiceSpec, memory: Memory, replicas: int, now: datetime) -> Memory:
+    """Memory for a replica count someone else set (kubectl scale, another controller).
+
+    Kept as if recommended now, so nothing is removed before a whole scale-down window has passed, and
+    not taken for a scale-up of the policy's own: replicas someone else started are not stopped while
+    they start (``_stop_starting``). Scaling continues from that count; undoing it at once would fight them.
+    """
+    adopted = _remember(spec, memory, replicas, now)
+    return adopted.model_copy(update={"last_scale_direction": None, "last_scale_time": now})
 
 
 def _backlog_settled(memory: Memory, now: datetime, window: timedelta) -> bool:

@@ -5,6 +5,7 @@ from typing import Any
 
 from inferscale.api import InferenceService, InferenceServiceStatus, ObjectMeta, parse_spec
 from inferscale.autoscaler import MEMORY_FIELD, ServiceView, observation, plan_service
+from inferscale.policy import Memory
 from inferscale.promql import ServiceSignals, Signal
 from inferscale.replicas import ReplicaCounts
 
@@ -106,6 +107,28 @@ def test_a_replica_count_changed_by_someone_else_is_reported_not_fought() -> Non
     assert "scaled to 5 by someone other than inferscale (it wanted 2)" in warning.message
     assert _conditions(plan.status)["ReplicasOverridden"]["status"] == "True"
     assert plan.status["desiredReplicas"] == 5
+
+
+def test_a_count_raised_by_someone_else_is_held_for_the_scale_down_window_not_undone_at_the_next_tick() -> None:
+    # The policy remembers an idle service at 1 replica; someone scales it to 2 and the new pod is starting.
+    settled = Memory(ready_replicas=1, ready_changed_at=NOW - timedelta(minutes=30))
+    status = {"desiredReplicas": 1, MEMORY_FIELD: settled.model_dump(mode="json", by_alias=True, exclude_none=True)}
+    view = ServiceView(isvc=_view().isvc, status=status, deployment_replicas=2, pods=ReplicaCounts(ready=1, starting=1))
+    idle = service_signals(waiting=0, running=0, ttft=None)
+    plan = plan_service(view, idle, metrics_error=None, now=NOW, **WINDOW)
+
+    assert plan.scale_to is None  # not back to 1 at once
+    assert _conditions(plan.status)["ReplicasOverridden"]["status"] == "True"
+    # Their replica becomes ready; a window later, with nothing to serve, the count follows the load again.
+    status = plan.status
+    for seconds in (60, 301):
+        at = NOW + timedelta(seconds=seconds)
+        view = ServiceView(isvc=view.isvc, status=status, deployment_replicas=2, pods=ReplicaCounts(ready=2))
+        after = plan_service(
+            view, service_signals(waiting=0, running=0, ttft=None, at=at), metrics_error=None, now=at, **WINDOW
+        )
+        status = after.status
+    assert after.scale_to == 1
 
 
 def test_memory_in_status_prevents_a_flap_after_restart() -> None:

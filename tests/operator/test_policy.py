@@ -18,6 +18,7 @@ from inferscale.policy import (
     Observation,
     Reason,
     Recommendation,
+    adopt,
     decide,
 )
 
@@ -550,6 +551,8 @@ def _after_a_burst(ready: int, starting: int, *, rate: float, ttft: float = 0.4)
         demand_at=_ago(15),
         rate_since=_ago(600),
         scale_down_window=(Recommendation(time=_ago(60), replicas=ready + starting),),
+        last_scale_time=_ago(60),
+        last_scale_direction=Direction.UP,
     )
     seen = _timed(
         ready + starting, ttft=ttft, queue_time=0.0, prefill_p95=0.3, rate=rate, running=10, starting=starting
@@ -573,6 +576,9 @@ def test_starting_replicas_are_kept_in_a_small_fleet_or_while_the_slo_breaks() -
     assert decide(spec, *_after_a_burst(2, 2, rate=1.0), T0).replicas == 4
     # p95 TTFT above the SLO: the replicas on their way are what fixes it.
     assert decide(spec, *_after_a_burst(6, 3, rate=4.0, ttft=1.3), T0).replicas == 9
+    # Someone else started them (kubectl scale): theirs, not ours to stop.
+    seen, memory = _after_a_burst(6, 3, rate=4.0)
+    assert decide(spec, seen, adopt(spec, memory, 9, T0), T0).replicas == 9
 
 
 def test_capacity_is_lowered_when_requests_wait_at_the_rate_it_promised() -> None:
