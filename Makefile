@@ -93,8 +93,9 @@ test-integration: deps-demo install
 	$(BIN)/pytest tests/integration
 
 # The image too: tests/image checks what is in it, tests/e2e/test_image.py runs it. Helm
-# before cluster-up, which puts it on the cluster's PATH (cluster/env.sh).
-test: deps install lint image helm cluster-up
+# before cluster-up, which puts it on the cluster's PATH (cluster/env.sh). The demo's operator,
+# if `make demo` left it running, is stopped: it would fight the tests' own over every object.
+test: deps install lint image helm operator-down cluster-up
 	source cluster/env.sh && time $(BIN)/pytest tests
 
 demo: deps-demo install cluster-up

@@ -60,9 +60,25 @@ def cluster() -> Path:
     )
     if result.returncode != 0:
         pytest.fail(f"the local cluster is not up ({result.stderr.strip()}): run `make cluster-up` or `make test`")
+    demo = demo_operator_pid()
+    if demo is not None:
+        # Two operators on one cluster fight over every InferenceService, and the tests' own loses.
+        pytest.fail(
+            f"the demo's operator is still running (pid {demo}, cluster/operator.sh): stop it with `make operator-down`"
+        )
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
     kubectl("wait", "--for=condition=Established", "crd/inferenceservices.inferscale.io", "--timeout=60s")
     return KUBECONFIG
+
+
+def demo_operator_pid() -> int | None:
+    """The pid of the operator `make demo` left running (cluster/operator.sh), if it is alive."""
+    try:
+        pid = int((STATE / "pids" / "operator.pid").read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
 
 
 def service_account_kubeconfig(namespace: str, account: str, path: Path) -> Path:
