@@ -28,10 +28,13 @@ One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_m
 from __future__ import annotations
 
 import argparse
+import bisect
+import itertools
 import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +165,28 @@ def judge(comparison: Comparison) -> dict[str, Any]:
     }
 
 
+def excess_over_oracle(comparison: Comparison) -> tuple[float, Counter[str]]:
+    """The policy's replica-seconds, and those above the oracle's count at the same moment by what held them.
+
+    Each tick's count lasts until the next tick and is put down to that tick's reason; a hold by the
+    scale-down window (the highest recommendation within it) is told apart from the other Stabilizing holds.
+    The oracle knows the future, so not all of the excess can be saved: this says where it is, not what to cut.
+    """
+    rows, oracle = comparison.results["inferscale"].timeseries, comparison.results["oracle"].timeseries
+    oracle_times = [row.t for row in oracle]
+    total, excess = 0.0, Counter[str]()
+    for row, following in itertools.pairwise(rows):
+        span = following.t - row.t
+        total += row.replicas * span
+        planned = oracle[max(0, bisect.bisect_right(oracle_times, row.t) - 1)].replicas if oracle else 0
+        if row.replicas > planned:
+            held_by = row.reason
+            if row.reason == "Stabilizing":
+                held_by += " (scale-down window)" if "scale-down window" in row.message else " (other)"
+            excess[held_by] += (row.replicas - planned) * span
+    return total, excess
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", default="mooncake-conversation,burst-day,spikes")
@@ -181,6 +206,7 @@ def main() -> int:
     started = time.perf_counter()
     report: dict[str, Any] = {}
     counts = {"cells": 0, "within": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
+    replica_seconds, excess = 0.0, Counter[str]()
     for trace_name, arrivals in traces(args.traces.split(",")).items():
         for cell in cells:
             t0 = time.perf_counter()
@@ -203,6 +229,9 @@ def main() -> int:
             counts["attainment_met"] += verdict["attainment_met"]
             counts["dominated"] += bool(verdict["dominated_by"])
             counts["runaway"] += verdict["runaway"]
+            cell_total, cell_excess = excess_over_oracle(comparison)
+            replica_seconds += cell_total
+            excess.update(cell_excess)
             others = " ".join(
                 f"{name}={s['gpu_seconds']:.0f}/{(s['slo_attainment_feasible'] or 0) * 100:.1f}%"
                 for name, s in summaries.items()
@@ -224,6 +253,11 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str) + "\n")
     print(f"wall_seconds={time.perf_counter() - started:.0f}")
+    if replica_seconds > 0:
+        # Where the replica-seconds above the oracle's schedule went, over every cell.
+        share = sum(excess.values()) / replica_seconds
+        held = ", ".join(f"{reason} {seconds / replica_seconds:.1%}" for reason, seconds in excess.most_common())
+        print(f"above_oracle={share:.1%} of inferscale's replica-seconds, held by: {held}")
     print(
         f"cells={counts['cells']} within_{GPU_TARGET}x_oracle={counts['within']} "
         f"attainment_met={counts['attainment_met']} dominated={counts['dominated']} runaway={counts['runaway']}"

@@ -214,6 +214,8 @@ class TickRow:
     ttft_p95: float | None
     gpu_utilization: float | None
     reason: str
+    message: str = ""
+    """The decision's one sentence (the policy's own words; empty for baselines that give none)."""
 
 
 @dataclass(slots=True)
@@ -559,6 +561,7 @@ class _Fleet:
                 ttft_p95=view.ttft_p95,
                 gpu_utilization=view.gpu_utilization,
                 reason=decision.reason,
+                message=decision.message,
             )
         )
         self.arrived_since_tick = 0
