@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from loadgen.client.plots import pyplot, save
 from loadgen.client.runner import LiveProgress, RequestRecord, StreamingClient, run_open_loop
 from loadgen.client.slo import Slos, meets
 from loadgen.client.stats import format_ms, percentile
@@ -339,10 +340,7 @@ def write_steps_png(
     steps: Sequence[StepResult], verdict: SweepVerdict, path: str | Path, *, title: str | None = None
 ) -> Path:
     """Achieved against offered rate (the diagonal is keeping up) and TTFT p50/p95 per step, the knee marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     ordered = sorted(steps, key=lambda x: x.offered_rps)
     offered = [s.offered_rps for s in ordered]
@@ -370,8 +368,4 @@ def write_steps_png(
     ttft_ax.legend(loc="upper left", fontsize="small")
     fig.suptitle(title or "loadgen sweep")
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save(fig, path)

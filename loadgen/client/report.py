@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.client.plots import pyplot, save
 from loadgen.client.runner import ERROR_KINDS, RequestRecord, RunResult
 from loadgen.client.slo import Slos, goodput, meets
 from loadgen.client.stats import format_ms, percentile, summary
@@ -412,10 +413,7 @@ def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = N
     time (p50/p95 TPOT of requests finishing each second), p95 TTFT (with the SLO), replicas (only when there
     is more than one or the count changes), engine metrics when the report has them; then the TTFT CDF.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     rows = report["timeseries"]
@@ -508,11 +506,7 @@ def write_png(report: dict[str, Any], path: str | Path, *, title: str | None = N
         if not show_replicas and rows and rows[0]["replicas"] is not None:
             headline += f", {rows[0]['replicas']:g} replica"
     fig.suptitle(headline, fontsize="medium")
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save(fig, path)
 
 
 def _plot_engine(ax: Any, series: dict[str, list[list[float]]], report: dict[str, Any]) -> None:

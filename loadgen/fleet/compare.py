@@ -24,6 +24,7 @@ from typing import Any
 from inferscale.api import InferenceServiceSpec, parse_spec
 from inferscale.settings import SCALING
 
+from loadgen.client.plots import pyplot, save
 from loadgen.engine.profiles import EngineProfile
 from loadgen.fleet.baselines import DynamoPlanner, KnativeKpa, WvaSaturation, profiled_engine_rps
 from loadgen.fleet.policies import (
@@ -478,10 +479,7 @@ def format_table(comparison: Comparison) -> str:
 def write_png(comparison: Comparison, path: str | Path) -> Path:
     """One PNG: replicas over time, one panel per policy (arrivals in grey behind), then GPU-hours and SLO
     attainment per policy side by side. Returns the path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     path = Path(path)
     settings = comparison.settings
@@ -550,7 +548,4 @@ def write_png(comparison: Comparison, path: str | Path) -> Path:
             fontsize="x-small",
         )
     fig.subplots_adjust(left=0.07, right=0.97, top=1 - 0.6 / height, bottom=0.9 / height)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=90)
