@@ -24,7 +24,7 @@ The rules, in the order `decide` applies them (docs/runbook.md has every reason)
 5. Up, ahead, on demand: the request rate, smoothed with Holt's linear trend and forecast
    one cold start ahead (at most FORECAST_MAX_RISE above the rate now), over the capacity
    learnt per replica (`_learn_capacity`), each replica run at RATE_FILL of it
-   (`DemandRising`). Starting replicas count, so scale-ups never stack; a wrong forecast
+   (`DemandRising`). Learnt on one fleet, it sizes another as a pool (`_Capacity`, POOL_BETA). Starting replicas count, so scale-ups never stack; a wrong forecast
    costs at most one step. Not while a drained backlog is in the rate's window: the rate
    counts requests as they finish, and would count the backlog as demand.
 6. Stop what a burst started and no longer needs: replicas still starting (they serve
@@ -94,6 +94,15 @@ CAPACITY_EXTRAPOLATION = 0.2
 PRESSURE_FLOOR = 0.05
 # Where the SLO is within reach, the learnt rate aims p95 TTFT at this share of it.
 TTFT_TARGET = 0.8
+# Replicas behind one least-request balancer pool their seats: a request goes where a seat is free, so a
+# pool of n serves more per replica than one alone, as much more as square-root staffing (Halfin and Whitt)
+# says: n replicas carry the offered load a of n = a + POOL_BETA * sqrt(a), in replicas' worth of the rate
+# per replica a large pool serves. The rate learnt on one fleet sizes another by it (``_Capacity``); sized
+# per replica alone, a burst sized at the rate learnt on a small quiet fleet asked for twice the replicas a
+# pool needs. Fitted to the pool capacities the fleet simulator measures (1 to 64 replicas, 75 cells), the
+# beta of this form has medians of 1.4 (a10g at 3 s, h100 at 1 s) and 4.5 (a10g at 1 s, prefill-bound):
+# 2 is at the low end, where pooling is assumed smaller than it is, so a wrong beta errs towards replicas.
+POOL_BETA = 2.0
 # Holt's linear trend on the request rate: smoothing of its level and of its trend.
 HOLT_ALPHA = 0.5
 HOLT_BETA = 0.3
@@ -235,9 +244,19 @@ class Memory(Model):
         Field(
             gt=0,
             description=(
-                "Requests per second one ready replica serves within the SLO: lowered when the part of TTFT "
-                "replicas fix (or, where prefill breaks the SLO, the queue time) is above its target there, "
-                "raised when it is below."
+                "Requests per second one ready replica serves within the SLO, in a fleet of capacity_replicas: "
+                "lowered when the part of TTFT replicas fix (or, where prefill breaks the SLO, the queue time) "
+                "is above its target there, raised when it is below."
+            ),
+        ),
+    ] = None
+    capacity_replicas: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            description=(
+                "The ready replicas capacity_rps was learnt on: a larger pool serves more per replica, a "
+                "smaller one less (square-root staffing). Unset: the ready replicas now."
             ),
         ),
     ] = None
@@ -336,7 +355,7 @@ def decide(
     # Sized from the memory this tick starts with (what was learnt before it), so a tick's own
     # readings move the count one way only: more load, never fewer replicas.
     demand = _smooth_demand(tick.memory, load.rate, now, spec.cold_start_seconds, ttft_window)
-    capacity = tick.memory.capacity_rps or spec.scaling.replica_requests_per_second
+    capacity = _Capacity.remembered(tick.memory, spec, observed.ready_replicas)
     over_slo = load.ttft is not None and load.ttft > slo
     # Only waiting is fixed by replicas. Without the queue-time signal (older engines) a breach is
     # taken as waiting, as before it existed.
@@ -346,7 +365,7 @@ def decide(
     tick = replace(
         tick,
         memory=_track_backlog(tick.memory, load.waiting, queue_target, now, ttft_window).model_copy(
-            update={**demand.memory_update(now), "capacity_rps": learnt}
+            update={**demand.memory_update(now), **_Capacity.memory_update(learnt)}
         ),
     )
     # Replicas that just became ready take their share of the backlog at once and then drain
@@ -491,6 +510,45 @@ def _unattainable(spec: InferenceServiceSpec, load: _Load) -> str | None:
     )
 
 
+def _pooled_share(replicas: int) -> float:
+    """The share of a large pool's rate per replica that each of ``replicas`` serves (``POOL_BETA``)."""
+    n = max(replicas, 1)
+    offered = ((math.sqrt(POOL_BETA**2 + 4 * n) - POOL_BETA) / 2) ** 2  # n = a + beta * sqrt(a), solved for a
+    return offered / n
+
+
+@dataclass(frozen=True)
+class _Capacity:
+    """The request rate one replica serves within the SLO in a fleet of ``replicas``; other fleets by pooling."""
+
+    per_replica: float
+    replicas: int
+
+    @classmethod
+    def remembered(cls, memory: Memory, spec: InferenceServiceSpec, ready: int) -> _Capacity | None:
+        if memory.capacity_rps is not None:
+            # Status from before the fleet size was kept: taken as learnt on the replicas ready now.
+            return cls(memory.capacity_rps, memory.capacity_replicas or max(ready, 1))
+        seed = spec.scaling.replica_requests_per_second
+        return cls(seed, 1) if seed is not None else None  # ``loadgen knee`` measures one replica
+
+    @staticmethod
+    def memory_update(capacity: _Capacity | None) -> dict[str, object]:
+        if capacity is None:
+            return {"capacity_rps": None, "capacity_replicas": None}
+        return {"capacity_rps": capacity.per_replica, "capacity_replicas": capacity.replicas}
+
+    def at(self, replicas: int) -> float:
+        """The rate per replica in a fleet of ``replicas``."""
+        return self.per_replica * _pooled_share(replicas) / _pooled_share(self.replicas)
+
+    def replicas_for(self, rate: float, fill: float) -> int:
+        """The fewest replicas that serve ``rate`` with each run at ``fill`` of its rate in that fleet."""
+        large_pool = self.per_replica / _pooled_share(self.replicas) * fill
+        offered = min(rate / large_pool, _HUGE)
+        return _ceil(offered + POOL_BETA * math.sqrt(offered))
+
+
 @dataclass(frozen=True)
 class _Demand:
     """The request rate smoothed with Holt's linear trend, and its forecast one cold start ahead."""
@@ -519,20 +577,19 @@ class _Demand:
         return min(ahead, max(self.level, self.rate or 0.0) * FORECAST_MAX_RISE)
 
     def replicas(
-        self, capacity: float | None, ready: int, max_step: int, *, fill: float = RATE_FILL, smooth: bool = False
+        self, capacity: _Capacity | None, ready: int, max_step: int, *, fill: float = RATE_FILL, smooth: bool = False
     ) -> _Sized | None:
         """Replicas for the rate now and its forecast; ``smooth`` sizes from the smoothed level alone (for
         removing replicas: a rate that jitters must not hold them), else from the higher of rate and level."""
         if capacity is None or self.level is None or self.rate is None or self.forecast is None or not self.warm:
             return None
-        per = capacity * fill
-        now = _ceil((self.level if smooth else max(self.rate, self.level)) / per)
-        ahead = _ceil(self.forecast / per)
+        now = capacity.replicas_for(self.level if smooth else max(self.rate, self.level), fill)
+        ahead = capacity.replicas_for(self.forecast, fill)
         # A forecast that was wrong costs at most one step beyond what today's rate needs (or the replicas
         # ready now). Counted from the ready ones: counted from all, a forecast still above them while its
         # step starts added a second step on top, and a third on the next tick.
         replicas = min(max(now, ahead), max(now, ready) + max_step)
-        return _Sized(replicas, self.rate, self.forecast, capacity, self.horizon_s)
+        return _Sized(replicas, self.rate, self.forecast, capacity.at(replicas), self.horizon_s)
 
 
 @dataclass(frozen=True)
@@ -541,6 +598,7 @@ class _Sized:
     rate: float
     forecast: float
     capacity: float
+    """The rate per replica in a fleet of ``replicas``."""
     horizon_s: float
 
     def describe(self) -> str:
@@ -569,8 +627,17 @@ def _smooth_demand(memory: Memory, rate: float | None, now: datetime, horizon_s:
 
 
 def _learn_capacity(
-    tick: _Tick, load: _Load, capacity: float | None, queue_target: float, demand: _Demand
-) -> float | None:
+    tick: _Tick, load: _Load, capacity: _Capacity | None, queue_target: float, demand: _Demand
+) -> _Capacity | None:
+    """The learnt rate, as ``_learn_rate`` steers it on the replicas ready now (and kept with their count)."""
+    ready = tick.observed.ready_replicas
+    if ready == 0:
+        return capacity
+    learnt = _learn_rate(tick, load, None if capacity is None else capacity.at(ready), queue_target, demand)
+    return None if learnt is None else _Capacity(learnt, ready)
+
+
+def _learn_rate(tick: _Tick, load: _Load, capacity: float | None, queue_target: float, demand: _Demand) -> float | None:
     """The request rate per replica served within the SLO, steered by this tick's pressure.
 
     A controller on the operating point, not a model: the fleet is sized to run near the learnt rate,
@@ -633,7 +700,10 @@ def _learn_capacity(
     sized_on = max(load.rate, demand.forecast or 0.0)
     one_fewer = 0.0
     if ready > 1 and pressure * (ready / (ready - 1)) ** (1 / CAPACITY_EXTRAPOLATION) <= 1:
-        one_fewer = sized_on / (ready - 1) / (RATE_FILL * (1 - TOLERANCE))
+        # What one replica fewer would each serve, as the rate per replica of a fleet of ``ready``.
+        one_fewer = (
+            sized_on / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) * _pooled_share(ready) / _pooled_share(ready - 1)
+        )
     reach = max(one_fewer, extrapolated)
     if per_replica < CAPACITY_REACH * capacity and capacity >= reach:
         return capacity

@@ -514,13 +514,42 @@ def test_an_unattainable_slo_does_not_stop_a_scale_down_when_the_load_falls() ->
 
 
 def test_demand_sizes_from_the_learnt_capacity_with_starting_replicas_counted() -> None:
-    # 3 req/s and a replica known to serve 1 req/s within the SLO: run at 90%, 4 replicas.
-    memory = _settled(2, capacity_rps=1.0, demand_level=3.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
-    decision = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=3.0, running=6), memory)
+    # 4 req/s, and a replica known to serve 1 req/s within the SLO in a fleet of 2. Pooled (POOL_BETA 2), a
+    # fleet of n serves (sqrt(n + 1) - 1) ** 2 / 0.268 req/s at that rate: 3 serve 3.7, 4 serve 5.7. Run at
+    # 90%, 3 replicas fall short of 4 req/s (3.4) and 4 carry it (5.1).
+    memory = _settled(2, capacity_rps=1.0, demand_level=4.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    decision = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=4.0, running=6), memory)
     assert (decision.replicas, decision.reason) == (4, Reason.DEMAND_RISING)
     # Two replicas already starting make up the need: nothing is stacked on them.
-    starting = _timed(4, ttft=0.4, queue_time=0.0, rate=3.0, running=6, starting=2)
+    starting = _timed(4, ttft=0.4, queue_time=0.0, rate=4.0, running=6, starting=2)
     assert _decide(starting, memory.model_copy(update={"ready_replicas": 2})).replicas == 4
+
+
+def test_a_rate_learnt_on_a_small_fleet_sizes_a_larger_one_as_a_pool() -> None:
+    # Behind a least-request balancer a larger fleet serves more per replica. 1 req/s a replica learnt on 2
+    # replicas: 8 req/s at 90% would be 9 replicas each serving as those 2 did, but a pool of 6 carries it
+    # ((sqrt(7) - 1) ** 2 / 0.268 = 10.1 req/s at that rate, 9.1 at 90%) and a pool of 5 does not (7.1).
+    spec = _spec(replicas={"min": 1, "max": 16}, scaling={"ttftP95Seconds": 1.2, "queueDepthPerReplica": 4,
+                                                         "scaleUp": {"maxStepReplicas": 8}})  # fmt: skip
+    memory = _settled(
+        2, capacity_rps=1.0, capacity_replicas=2, demand_level=8.0, demand_trend=0.0, demand_at=_ago(15),
+        rate_since=_ago(600),
+    )  # fmt: skip
+    decision = decide(spec, _timed(2, ttft=0.4, queue_time=0.0, rate=8.0, running=8), memory, T0)
+    assert (decision.replicas, decision.reason) == (6, Reason.DEMAND_RISING)
+    assert "at 1.7 req/s per replica" in decision.message  # what each of the 6 serves, pooled
+    # 1 req/s learnt on one replica alone says more of a pool (each of 4 serves 2.3): 4 replicas.
+    alone = memory.model_copy(update={"capacity_replicas": 1})
+    assert decide(spec, _timed(2, ttft=0.4, queue_time=0.0, rate=8.0, running=8), alone, T0).replicas == 4
+    # The learnt rate is kept with the fleet it was learnt on.
+    assert decision.memory.capacity_replicas == 2
+
+
+def test_status_from_before_the_fleet_size_was_kept_is_taken_as_learnt_on_the_ready_replicas() -> None:
+    old = _settled(2, capacity_rps=1.0, demand_level=8.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    new = old.model_copy(update={"capacity_replicas": 2})
+    seen = _timed(2, ttft=0.4, queue_time=0.0, rate=8.0, running=8)
+    assert _decide(seen, old).replicas == _decide(seen, new).replicas
 
 
 def test_a_forecast_adds_one_step_beyond_the_rate_and_none_on_top_of_a_step_still_starting() -> None:
@@ -562,12 +591,13 @@ def _after_a_burst(ready: int, starting: int, *, rate: float, ttft: float = 0.4)
 
 def test_replicas_still_starting_are_stopped_when_the_burst_that_asked_for_them_is_over() -> None:
     spec = _spec(replicas={"min": 1, "max": 16})
-    # 4 req/s fit 5 replicas at the scale-down's fill (81%); 6 are ready, so the 3 starting serve nothing.
+    # 1 req/s a replica in a fleet of 6 is 6, 7.2 and 8.4 req/s in all for 6, 8 and 9 replicas (pooled) at
+    # the scale-down's fill (81%). 4 req/s fit 6: 6 are ready, so the 3 starting serve nothing.
     decision = decide(spec, *_after_a_burst(6, 3, rate=4.0), T0)
     assert (decision.replicas, decision.reason) == (6, Reason.SCALED_DOWN)
     assert "3 replicas still starting no longer needed" in decision.message
-    # Still needed: 7 req/s fit 9 replicas, the 6 ready and the 3 starting.
-    assert decide(spec, *_after_a_burst(6, 3, rate=7.0), T0).replicas == 9
+    # Still needed: 8 req/s fit 9 replicas, the 6 ready and the 3 starting.
+    assert decide(spec, *_after_a_burst(6, 3, rate=8.0), T0).replicas == 9
 
 
 def test_starting_replicas_are_kept_in_a_small_fleet_or_while_the_slo_breaks() -> None:
@@ -695,7 +725,9 @@ def test_the_forecast_rises_at_most_a_fifth_above_the_rate_now() -> None:
     # smoothed level (3.75 req/s) x 1.2 is the most a forecast may claim.
     memory = _settled(2, capacity_rps=1.0, demand_level=3.0, demand_trend=0.1, demand_at=_ago(15), rate_since=_ago(600))
     decision = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=3.0, running=6), memory)
-    assert (decision.replicas, decision.reason) == (5, Reason.DEMAND_RISING)  # ceil(4.5 / 0.9)
+    # 4.5 req/s fit 4 replicas (1 req/s a replica in a fleet of 2, pooled, run at 90%); the forecast uncapped
+    # would ask for the step limit beyond the 2 ready (6).
+    assert (decision.replicas, decision.reason) == (4, Reason.DEMAND_RISING)
     assert "Holt forecast 4.5 req/s in 300s" in decision.message
 
 
@@ -706,7 +738,7 @@ def test_a_breach_while_replicas_start_never_holds_below_what_the_demand_needs()
                       demand_at=_ago(15), rate_since=_ago(600))  # fmt: skip
     calm = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=3.0, running=6), memory)
     breach = _decide(_timed(2, ttft=3.0, queue_time=0.9, rate=3.0, running=6, waiting=2), memory)
-    assert calm.replicas == breach.replicas == 4
+    assert calm.replicas == breach.replicas == 3  # 3 req/s at 1 req/s a replica in a fleet of 2, pooled
 
 
 # --- an engine that exports no TTFT (llama.cpp) -----------------------------------
