@@ -24,7 +24,8 @@ The rules, in the order `decide` applies them (docs/runbook.md has every reason)
 5. Up, ahead, on demand: the request rate, smoothed with Holt's linear trend and forecast
    one cold start ahead (at most FORECAST_MAX_RISE above the rate now), over the capacity
    learnt per replica (`_learn_capacity`), each replica run at RATE_FILL of it
-   (`DemandRising`). Learnt on one fleet, it sizes another as a pool (`_Capacity`, POOL_BETA). Starting replicas count, so scale-ups never stack; a wrong forecast
+   (`DemandRising`). Learnt on one fleet, it sizes another as a pool (`_Capacity`,
+   POOL_BETA). Starting replicas count, so scale-ups never stack; a wrong forecast
    costs at most one step. Not while a drained backlog is in the rate's window: the rate
    counts requests as they finish, and would count the backlog as demand.
 6. Stop what a burst started and no longer needs: replicas still starting (they serve

@@ -24,7 +24,7 @@ from tests.e2e.test_scaling import ISVC, scaling_operator  # noqa: F401
 
 WRITER = "someone-else"  # the other field manager
 TIMES = ["lastScaleTime", "readyChangedAt", "backlogSeenAt", "backlogClearedAt", "demandAt", "rateSince"]
-NUMBERS = ["readyReplicas", "queueDepth", "capacityRps", "demandLevel", "sloKneePerReplica"]
+NUMBERS = ["readyReplicas", "queueDepth", "capacityRps", "capacityReplicas", "demandLevel", "sloKneePerReplica"]
 WINDOWS = ["scaleUpWindow", "scaleDownWindow"]
 
 # Values no parser could read as a valid one of any field (no digits, no "Up"/"Down", no bools).

@@ -123,6 +123,7 @@ def memories(draw: st.DrawFn, ready: int | None = None, *, settled: bool = False
         ready_changed_at=changed,
         slo_knee_per_replica=[None, draw(KNEES)][pick(draw, 2, 1)],
         capacity_rps=[None, draw(st.floats(0.05, 50))][pick(draw, 1, 2)],
+        capacity_replicas=[None, draw(st.integers(1, 64))][pick(draw, 1, 2)],
         demand_level=[None, draw(st.floats(0, 100))][pick(draw, 1, 2)],
         demand_trend=draw(st.floats(-1, 1)),
         demand_at=[None, ago(draw, 0, 120)][pick(draw, 1, 2)],

@@ -37,6 +37,12 @@ def test_out_of_range_values_and_bad_window_entries_are_dropped() -> None:
     ]
 
 
+def test_a_capacity_learnt_on_no_replicas_is_dropped_and_the_rate_kept() -> None:
+    found = remembered({"capacityRps": 2.5, "capacityReplicas": 0}, NOW)
+    assert found.memory.capacity_rps == 2.5 and found.memory.capacity_replicas is None
+    assert [p.split(" ")[0] for p in found.problems] == ["status.autoscaler.capacityReplicas"]
+
+
 def test_times_in_the_future_are_taken_as_now_and_a_little_skew_is_not() -> None:
     far = "3000-01-01T00:00:00+00:00"
     skewed = (NOW + timedelta(seconds=20)).isoformat()
