@@ -763,7 +763,11 @@ def _scale_up(
         why = demand.describe() + f" need {_replicas(needed)}"
         reason = Reason.DEMAND_RISING
     elif slo_breach and load.ttft is not None:
-        needed = max(needed, _ceil(ready * load.ttft / slo))
+        if load.rate is None:
+            # Without the request rate (engines that lack it), the breach's size is all there is to go by. With
+            # it, a breach adds a step and the rate sizes the rest (``at_least``): p95 TTFT over the SLO grows
+            # with a backlog's age, not with the replicas missing, and a pool needs fewer than in proportion.
+            needed = max(needed, _ceil(ready * load.ttft / slo))
         if ready > 0 and load.in_flight > 0:
             memory = memory.model_copy(update={"slo_knee_per_replica": _lower_knee(spec, memory, load, ready)})
         why = f"p95 TTFT {_secs(load.ttft)} > SLO {_secs(slo)} with {_num(load.waiting)} waiting"

@@ -506,6 +506,17 @@ def test_a_breach_with_requests_waiting_still_scales_up() -> None:
     assert decision.slo_unattainable is None
 
 
+def test_a_breach_adds_a_step_where_the_request_rate_sizes_the_rest() -> None:
+    # p95 TTFT at twice the SLO with requests waiting. With the request rate known (3 req/s, which 4 replicas
+    # serve), the breach adds one replica; without it (an engine that lacks the signal), twice the replicas.
+    memory = _settled(4, capacity_rps=1.0, capacity_replicas=4, demand_level=3.0, demand_trend=0.0,
+                      demand_at=_ago(15), rate_since=_ago(600))  # fmt: skip
+    with_rate = _decide(_timed(4, ttft=2.4, queue_time=0.9, running=20, waiting=2, rate=3.0), memory)
+    assert (with_rate.replicas, with_rate.reason) == (5, Reason.SLO_BREACHED)
+    without = _decide(_timed(4, ttft=2.4, queue_time=0.9, running=20, waiting=2), memory)
+    assert (without.replicas, without.reason) == (8, Reason.SLO_BREACHED)
+
+
 def test_an_unattainable_slo_does_not_stop_a_scale_down_when_the_load_falls() -> None:
     memory = _settled(6, scale_down_window=(Recommendation(time=_ago(600), replicas=6),))
     decision = _decide(_timed(6, ttft=2.5, queue_time=0.0, running=8), memory)
