@@ -243,7 +243,13 @@ def test_bounds_and_step_limits_always_hold(case: tuple[State, dict[str, Any]]) 
     elif current > high:
         assert decision.replicas == high
     else:
-        assert current - spec.scaling.scale_down.max_step_replicas <= decision.replicas
+        # Replicas not ready yet (starting, Pending) that no demand needs are stopped at once: the step limit
+        # bounds the ready ones removed.
+        ready = state.counts["ready_replicas"]
+        floor = min(current - spec.scaling.scale_down.max_step_replicas, max(ready, low))
+        assert floor <= decision.replicas
+        if decision.replicas < current - spec.scaling.scale_down.max_step_replicas:
+            assert "still starting no longer needed" in decision.message
         assert decision.replicas <= current + spec.scaling.scale_up.max_step_replicas
     _assert_consistent(decision, current)
 
