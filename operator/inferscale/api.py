@@ -353,6 +353,13 @@ class ScalingMode(StrEnum):
     MANUAL = "Manual"
 
 
+class LoadBalancing(StrEnum):
+    """How requests reach the replicas: it sets how much more a larger fleet serves per replica."""
+
+    LEAST_REQUEST = "LeastRequest"
+    RANDOM = "Random"
+
+
 class ScalingTargets(Model):
     mode: Annotated[
         ScalingMode,
@@ -383,6 +390,18 @@ class ScalingTargets(Model):
             ),
         ),
     ] = 80
+    load_balancing: Annotated[
+        LoadBalancing,
+        Field(
+            description=(
+                "How requests reach the replicas. LeastRequest: each goes to the replica with the fewest in flight "
+                "(an LLM gateway such as llm-d's inference gateway, Envoy's least_request, KubeAI's proxy, IPVS "
+                "`lc`): replicas pool their seats, so a larger fleet serves more per replica, and the operator sizes "
+                "it so (square-root staffing). Random: kube-proxy's iptables mode or round robin: each replica "
+                "queues alone and serves the same per replica in any fleet."
+            )
+        ),
+    ] = LoadBalancing.LEAST_REQUEST
     replica_requests_per_second: Annotated[
         float | None,
         Field(

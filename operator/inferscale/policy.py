@@ -52,7 +52,7 @@ from typing import Annotated
 
 from pydantic import AwareDatetime, ConfigDict, Field
 
-from inferscale.api import GPU_RESOURCE, InferenceServiceSpec, Model
+from inferscale.api import GPU_RESOURCE, InferenceServiceSpec, LoadBalancing, Model
 from inferscale.settings import SCALING
 
 # Relative change below which the policy does nothing: gauges jitter from scrape to scrape.
@@ -103,6 +103,7 @@ TTFT_TARGET = 0.8
 # pool needs. Fitted to the pool capacities the fleet simulator measures (1 to 64 replicas, 75 cells), the
 # beta of this form has medians of 1.4 (a10g at 3 s, h100 at 1 s) and 4.5 (a10g at 1 s, prefill-bound):
 # 2 is at the low end, where pooling is assumed smaller than it is, so a wrong beta errs towards replicas.
+# Behind a balancer that does not look at the load (spec.scaling.loadBalancing Random) replicas do not pool: 0.
 POOL_BETA = 2.0
 # Holt's linear trend on the request rate: smoothing of its level and of its trend.
 HOLT_ALPHA = 0.5
@@ -511,10 +512,14 @@ def _unattainable(spec: InferenceServiceSpec, load: _Load) -> str | None:
     )
 
 
-def _pooled_share(replicas: int) -> float:
+def _pool_beta(spec: InferenceServiceSpec) -> float:
+    return POOL_BETA if spec.scaling.load_balancing is LoadBalancing.LEAST_REQUEST else 0.0
+
+
+def _pooled_share(replicas: int, beta: float) -> float:
     """The share of a large pool's rate per replica that each of ``replicas`` serves (``POOL_BETA``)."""
     n = max(replicas, 1)
-    offered = ((math.sqrt(POOL_BETA**2 + 4 * n) - POOL_BETA) / 2) ** 2  # n = a + beta * sqrt(a), solved for a
+    offered = ((math.sqrt(beta**2 + 4 * n) - beta) / 2) ** 2  # n = a + beta * sqrt(a), solved for a
     return offered / n
 
 
@@ -524,14 +529,17 @@ class _Capacity:
 
     per_replica: float
     replicas: int
+    beta: float
+    """Square-root staffing's beta (``POOL_BETA``), 0 where replicas do not pool."""
 
     @classmethod
     def remembered(cls, memory: Memory, spec: InferenceServiceSpec, ready: int) -> _Capacity | None:
+        beta = _pool_beta(spec)
         if memory.capacity_rps is not None:
             # Status from before the fleet size was kept: taken as learnt on the replicas ready now.
-            return cls(memory.capacity_rps, memory.capacity_replicas or max(ready, 1))
+            return cls(memory.capacity_rps, memory.capacity_replicas or max(ready, 1), beta)
         seed = spec.scaling.replica_requests_per_second
-        return cls(seed, 1) if seed is not None else None  # ``loadgen knee`` measures one replica
+        return cls(seed, 1, beta) if seed is not None else None  # ``loadgen knee`` measures one replica
 
     @staticmethod
     def memory_update(capacity: _Capacity | None) -> dict[str, object]:
@@ -541,13 +549,13 @@ class _Capacity:
 
     def at(self, replicas: int) -> float:
         """The rate per replica in a fleet of ``replicas``."""
-        return self.per_replica * _pooled_share(replicas) / _pooled_share(self.replicas)
+        return self.per_replica * _pooled_share(replicas, self.beta) / _pooled_share(self.replicas, self.beta)
 
     def replicas_for(self, rate: float, fill: float) -> int:
         """The fewest replicas that serve ``rate`` with each run at ``fill`` of its rate in that fleet."""
-        large_pool = self.per_replica / _pooled_share(self.replicas) * fill
+        large_pool = self.per_replica / _pooled_share(self.replicas, self.beta) * fill
         offered = min(rate / large_pool, _HUGE)
-        return _ceil(offered + POOL_BETA * math.sqrt(offered))
+        return _ceil(offered + self.beta * math.sqrt(offered))
 
 
 @dataclass(frozen=True)
@@ -631,14 +639,19 @@ def _learn_capacity(
     tick: _Tick, load: _Load, capacity: _Capacity | None, queue_target: float, demand: _Demand
 ) -> _Capacity | None:
     """The learnt rate, as ``_learn_rate`` steers it on the replicas ready now (and kept with their count)."""
-    ready = tick.observed.ready_replicas
+    ready, beta = tick.observed.ready_replicas, _pool_beta(tick.spec)
     if ready == 0:
         return capacity
-    learnt = _learn_rate(tick, load, None if capacity is None else capacity.at(ready), queue_target, demand)
-    return None if learnt is None else _Capacity(learnt, ready)
+    # What each of one replica fewer serves, over what each of these does.
+    fewer_gain = _pooled_share(ready - 1, beta) / _pooled_share(ready, beta) if ready > 1 else 1.0
+    here = None if capacity is None else capacity.at(ready)
+    learnt = _learn_rate(tick, load, here, queue_target, demand, fewer_gain)
+    return None if learnt is None else _Capacity(learnt, ready, beta)
 
 
-def _learn_rate(tick: _Tick, load: _Load, capacity: float | None, queue_target: float, demand: _Demand) -> float | None:
+def _learn_rate(
+    tick: _Tick, load: _Load, capacity: float | None, queue_target: float, demand: _Demand, fewer_gain: float
+) -> float | None:
     """The request rate per replica served within the SLO, steered by this tick's pressure.
 
     A controller on the operating point, not a model: the fleet is sized to run near the learnt rate,
@@ -702,9 +715,7 @@ def _learn_rate(tick: _Tick, load: _Load, capacity: float | None, queue_target: 
     one_fewer = 0.0
     if ready > 1 and pressure * (ready / (ready - 1)) ** (1 / CAPACITY_EXTRAPOLATION) <= 1:
         # What one replica fewer would each serve, as the rate per replica of a fleet of ``ready``.
-        one_fewer = (
-            sized_on / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) * _pooled_share(ready) / _pooled_share(ready - 1)
-        )
+        one_fewer = sized_on / (ready - 1) / (RATE_FILL * (1 - TOLERANCE)) / fewer_gain
     reach = max(one_fewer, extrapolated)
     if per_replica < CAPACITY_REACH * capacity and capacity >= reach:
         return capacity

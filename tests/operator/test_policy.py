@@ -554,6 +554,10 @@ def test_a_rate_learnt_on_a_small_fleet_sizes_a_larger_one_as_a_pool() -> None:
     assert decide(spec, _timed(2, ttft=0.4, queue_time=0.0, rate=8.0, running=8), alone, T0).replicas == 4
     # The learnt rate is kept with the fleet it was learnt on.
     assert decision.memory.capacity_replicas == 2
+    # Behind a balancer blind to the load (kube-proxy), each replica queues alone: 9 replicas, as before pooling.
+    scaling = {"ttftP95Seconds": 1.2, "queueDepthPerReplica": 4, "scaleUp": {"maxStepReplicas": 8}}
+    blind = _spec(replicas={"min": 1, "max": 16}, scaling={**scaling, "loadBalancing": "Random"})
+    assert decide(blind, _timed(2, ttft=0.4, queue_time=0.0, rate=8.0, running=8), memory, T0).replicas == 9
 
 
 def test_status_from_before_the_fleet_size_was_kept_is_taken_as_learnt_on_the_ready_replicas() -> None:
