@@ -256,6 +256,7 @@ class Memory(Model):
         int | None,
         Field(
             ge=1,
+            le=1000,  # spec.replicas.max's own bound
             description=(
                 "The ready replicas capacity_rps was learnt on: a larger pool serves more per replica, a "
                 "smaller one less (square-root staffing). Unset: the ready replicas now."

@@ -3,6 +3,7 @@
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from inferscale.api import InferenceService, ObjectMeta, parse_spec
 from inferscale.autoscaler import MEMORY_FIELD, Plan, ServiceView, plan_service, remembered
 from inferscale.replicas import ReplicaCounts
@@ -37,8 +38,9 @@ def test_out_of_range_values_and_bad_window_entries_are_dropped() -> None:
     ]
 
 
-def test_a_capacity_learnt_on_no_replicas_is_dropped_and_the_rate_kept() -> None:
-    found = remembered({"capacityRps": 2.5, "capacityReplicas": 0}, NOW)
+@pytest.mark.parametrize("replicas", [0, 5000])
+def test_a_capacity_learnt_on_an_impossible_fleet_is_dropped_and_the_rate_kept(replicas: int) -> None:
+    found = remembered({"capacityRps": 2.5, "capacityReplicas": replicas}, NOW)
     assert found.memory.capacity_rps == 2.5 and found.memory.capacity_replicas is None
     assert [p.split(" ")[0] for p in found.problems] == ["status.autoscaler.capacityReplicas"]
 
