@@ -149,6 +149,10 @@ def test_api_server_refuses_invalid_manifests_with_the_schema_message(cluster: P
         (_invalid(replicas={"min": 6}), "spec.replicas.min must be less than or equal to spec.replicas.max"),
         (_invalid(maxConcurrency=0), "spec.maxConcurrency: Invalid value: 0"),
         (_invalid(scaling={"ttftP95Seconds": 0}), "spec.scaling.ttftP95Seconds"),
+        (
+            _invalid(scaling={"loadBalancing": "RoundRobin"}),
+            'spec.scaling.loadBalancing: Unsupported value: "RoundRobin"',
+        ),
         (_invalid(name="Big_Name"), "metadata.name must be a DNS label"),
         ({**_invalid(), "spec": {"engine": "vllm"}}, "spec.model: Required value"),
     ]
