@@ -372,8 +372,9 @@ def decide(
         ),
     )
     # Replicas that just became ready take their share of the backlog at once and then drain
-    # it; sizing again from that backlog would add replicas that arrive after it is gone.
-    shrinking = previous_waiting is not None and load.waiting <= previous_waiting
+    # it; sizing again from that backlog would add replicas that arrive after it is gone. A queue
+    # that has not moved is not shown to drain: two ticks may read the same scrape.
+    shrinking = previous_waiting is not None and load.waiting < previous_waiting
     draining = queue_breach and not tick.ready_settled and shrinking
     fixable_breach = over_slo and unattainable is None
     # The p95 window remembers a burst for its whole length: a breach adds replicas only while the load is

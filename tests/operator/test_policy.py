@@ -203,6 +203,9 @@ def test_replicas_just_ready_drain_the_backlog_before_more_are_added() -> None:
     # Still growing with them: they are not enough, and more are added at once.
     growing = _decide(_seen(4, waiting=160, running=64, ttft=0.9), draining)
     assert (growing.replicas, growing.reason) == (8, Reason.QUEUE_GROWING)
+    # Neither is a queue that has not moved (two ticks may read the same scrape): not shown to drain.
+    flat = _decide(_seen(4, waiting=150, running=64, ttft=0.9), draining)
+    assert (flat.replicas, flat.reason) == (8, Reason.QUEUE_GROWING)
     # Once the ready count has been steady for the p95 window, a backlog above target scales up again.
     settled = _decide(_seen(4, waiting=120, running=64, ttft=0.9), _settled(4, queue_depth=150))
     assert (settled.replicas, settled.reason) == (8, Reason.QUEUE_GROWING)
