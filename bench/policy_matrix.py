@@ -5,11 +5,12 @@ engine profile at one p95 TTFT SLO. The traces: the shared Mooncake conversation
 skipped with a note when ``shared/traces`` is not beside the repository) and two synthetic hours made with
 ``loadgen.traffic.synthetic`` that have the shape the policy is judged on elsewhere: short prompts (about
 1-1.5k tokens median) and bursty arrivals (Gamma gaps, CV 2.5-3). ``random-SEED`` (e.g. ``--traces
-random-1,random-2``) adds an hour of a shape drawn from the seed (``loadgen.traffic.synthetic.random_hour``),
-for checking a change on traffic it was not tuned on. The cells: each trace on a10g at 1 s and 3 s, and on
-h100 at 1 s. As a user would, each cell pins ``maxConcurrency`` at the knee ``loadgen knee``
-finds for the profile on the trace's own requests (``loadgen.client.knee.sweep_simulated``: the same sweep and
-criterion in simulated time; the SLO joins the criterion only where one request alone meets it).
+random-1,random-2``; ``random-4..22`` for a range) adds an hour of a shape drawn from the seed
+(``loadgen.traffic.synthetic.random_hour``), for checking a change on traffic it was not tuned on. The
+cells: each trace on a10g at 1 s and 3 s, and on h100 at 1 s. As a user would, each cell pins
+``maxConcurrency`` at the knee ``loadgen knee`` finds for the profile on the trace's own requests
+(``loadgen.client.knee.sweep_simulated``: the same sweep and criterion in simulated time; the SLO joins the
+criterion only where one request alone meets it).
 
 One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_met=A dominated=D runaway=R``:
 
@@ -23,15 +24,23 @@ One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_m
   engine) and the policy spent more GPU-seconds than static-peak.
 
     .venv/bin/python bench/policy_matrix.py [--ceiling knee|profile] [--cells a10g-1s,h100-1s] [--traces burst-day]
+                                            [--reuse DIR]
+
+``--reuse DIR`` keeps each cell's comparison in DIR and, on the next run, runs only the operator's policy
+again against the kept baselines and oracle: seconds a cell instead of minutes, for trying a change to the
+policy. A cell is kept under a digest of the sources the other runs execute (``loadgen/``, the operator
+package but its policy and autoscaler, this file), so a change to any of them runs the whole cell again.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import hashlib
 import itertools
 import json
 import os
+import pickle
 import sys
 import time
 from collections import Counter
@@ -42,13 +51,16 @@ from typing import Any
 
 from loadgen.client.knee import KneeVerdict, find_knee, sweep_simulated
 from loadgen.engine.profiles import EngineProfile, get_profile
-from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for
+from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for, rerun
 from loadgen.fleet.policies import POLICY_NAMES, refused_requests
 from loadgen.traffic.shapes import Arrival, Lognormal
 from loadgen.traffic.synthetic import random_hour, synthetic_arrivals
 from loadgen.traffic.trace import read_trace
 
-SHARED_TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "mooncake_conversation_2025.csv.gz"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_TRACE = ROOT.parent / "shared" / "traces" / "mooncake_conversation_2025.csv.gz"
+# Run only by the operator's own policy: a change to them leaves the other runs of a cell as they were.
+POLICY_ONLY_SOURCES = ("operator/inferscale/policy.py", "operator/inferscale/autoscaler.py")
 GPU_TARGET = 1.15
 ATTAINMENT_SLACK = 0.01
 UNATTAINABLE_SHARE = 0.05
@@ -97,9 +109,21 @@ def spikes() -> list[Arrival]:
     )
 
 
+def expand(names: Sequence[str]) -> list[str]:
+    """The trace names, with ``random-A..B`` standing for random-A to random-B."""
+    out: list[str] = []
+    for name in names:
+        first, dots, last = name.removeprefix("random-").partition("..")
+        if name.startswith("random-") and dots and first.isdigit() and last.isdigit():
+            out += [f"random-{seed}" for seed in range(int(first), int(last) + 1)]
+        else:
+            out.append(name)
+    return out
+
+
 def traces(names: Sequence[str]) -> dict[str, list[Arrival]]:
     out: dict[str, list[Arrival]] = {}
-    for name in names:
+    for name in expand(names):
         if name == "mooncake-conversation":
             if not SHARED_TRACE.exists():
                 print(f"# {name}: {SHARED_TRACE} is not beside the repository; skipped", flush=True)
@@ -114,7 +138,8 @@ def traces(names: Sequence[str]) -> dict[str, list[Arrival]]:
             print(f"# {name}: {description}", flush=True)
         else:
             raise SystemExit(
-                f"unknown trace {name!r}; known: mooncake-conversation, burst-day, spikes, random-SEED (e.g. random-1)"
+                f"unknown trace {name!r}; known: mooncake-conversation, burst-day, spikes, "
+                "random-SEED (e.g. random-1) or random-A..B (a range)"
             )
     return out
 
@@ -187,6 +212,41 @@ def excess_over_oracle(comparison: Comparison) -> tuple[float, Counter[str]]:
     return total, excess
 
 
+def baseline_digest() -> str:
+    """A digest of every source the baselines, the oracle and the simulated fleet run (``--reuse``)."""
+    digest = hashlib.sha256()
+    sources = [*ROOT.glob("loadgen/**/*.py"), *ROOT.glob("operator/inferscale/**/*.py"), Path(__file__).resolve()]
+    for path in sorted(sources):
+        name = path.relative_to(ROOT).as_posix()
+        if name not in POLICY_ONLY_SOURCES:
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def run_cell(
+    arrivals: Sequence[Arrival], cell: Cell, *, ceiling: str, policies: Sequence[str], workers: int, kept: Path | None
+) -> tuple[Comparison, bool]:
+    """One cell's comparison, and whether its other runs came from ``kept`` (then only inferscale ran)."""
+    if kept is not None and kept.exists():
+        comparison = pickle.loads(kept.read_bytes())  # written by this bench into the user's own directory
+        return rerun(comparison, arrivals), True
+    profile = get_profile(cell.profile)
+    if ceiling == "knee":
+        profile = profile.with_overrides(max_num_seqs=knee_for(profile, arrivals, cell.slo_s).concurrency or 1)
+    spec = default_spec(profile, cell.slo_s)
+    settings = Settings(
+        profile=engine_for(profile, spec),
+        spec=spec,
+        slo_ttft_s=cell.slo_s,
+        policies=tuple(p for p in POLICY_NAMES if p in policies),
+    )
+    comparison = compare(arrivals, settings, workers=workers)
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(pickle.dumps(comparison))
+    return comparison, False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", default="mooncake-conversation,burst-day,spikes")
@@ -200,6 +260,12 @@ def main() -> int:
         help="maxConcurrency: the knee found on the trace (default) or the profile's own, as `loadgen simulate` runs",
     )
     parser.add_argument("--json", metavar="OUT", help="also write every cell's summaries here")
+    parser.add_argument(
+        "--reuse",
+        metavar="DIR",
+        type=Path,
+        help="keep each cell's baselines here and, while their sources are unchanged, run only inferscale again",
+    )
     args = parser.parse_args()
     cells = [c for c in CELLS if c.name in args.cells.split(",")]
     policies = tuple(dict.fromkeys(["inferscale", "oracle", *args.policies.split(",")]))
@@ -207,20 +273,17 @@ def main() -> int:
     report: dict[str, Any] = {}
     counts = {"cells": 0, "within": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
     replica_seconds, excess = 0.0, Counter[str]()
+    digest = baseline_digest() if args.reuse is not None else ""
     for trace_name, arrivals in traces(args.traces.split(",")).items():
         for cell in cells:
             t0 = time.perf_counter()
-            profile = get_profile(cell.profile)
-            if args.ceiling == "knee":
-                profile = profile.with_overrides(max_num_seqs=knee_for(profile, arrivals, cell.slo_s).concurrency or 1)
-            spec = default_spec(profile, cell.slo_s)
-            settings = Settings(
-                profile=engine_for(profile, spec),
-                spec=spec,
-                slo_ttft_s=cell.slo_s,
-                policies=tuple(p for p in POLICY_NAMES if p in policies),
+            kept = None
+            if args.reuse is not None:
+                runs = hashlib.sha256(f"{digest} {sorted(policies)}".encode()).hexdigest()[:16]
+                kept = args.reuse / f"{trace_name}__{cell.name}__{args.ceiling}__{runs}.pickle"
+            comparison, reused = run_cell(
+                arrivals, cell, ceiling=args.ceiling, policies=policies, workers=args.workers, kept=kept
             )
-            comparison = compare(arrivals, settings, workers=args.workers)
             verdict = judge(comparison)
             summaries = comparison.summaries()
             ours, oracle = summaries["inferscale"], summaries["oracle"]
@@ -239,14 +302,15 @@ def main() -> int:
             )
             ratio = "-" if verdict["ratio"] is None else f"{verdict['ratio']:.2f}"
             print(
-                f"{trace_name} {cell.name} ceiling={profile.max_num_seqs}: inferscale gpu_s={ours['gpu_seconds']:.0f} "
+                f"{trace_name} {cell.name} ceiling={comparison.settings.spec.max_concurrency}: "
+                f"inferscale gpu_s={ours['gpu_seconds']:.0f} "
                 f"feasible={verdict['attainment'] * 100:.1f}% vs_oracle={ratio} "
                 f"max_rep={ours['max_replicas']} | oracle gpu_s={oracle['gpu_seconds']:.0f} "
                 f"feasible={verdict['oracle_attainment'] * 100:.1f}% | {others} | "
                 f"within={verdict['within']} attainment_met={verdict['attainment_met']} "
                 f"dominated_by={','.join(verdict['dominated_by']) or '-'} "
                 f"unattainable={verdict['unattainable']} said={verdict['unattainable_said']} "
-                f"runaway={verdict['runaway']} ({time.perf_counter() - t0:.0f}s)",
+                f"runaway={verdict['runaway']} ({time.perf_counter() - t0:.0f}s{', baselines kept' if reused else ''})",
                 flush=True,
             )
             report[f"{trace_name}/{cell.name}"] = {"verdict": verdict, "summaries": summaries}

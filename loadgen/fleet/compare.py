@@ -58,6 +58,7 @@ __all__ = [
     "default_spec",
     "engine_for",
     "format_table",
+    "rerun",
     "write_png",
 ]
 
@@ -385,6 +386,34 @@ def compare(
         oracle=done["oracle"].oracle if "oracle" in done else None,
         wall_seconds=walls,
         feasible=tuple(counted_requests(arrivals, profile, slo)),
+    )
+
+
+def rerun(comparison: Comparison, arrivals: Sequence[Arrival], name: str = "inferscale") -> Comparison:
+    """``comparison`` with one policy run again on the same ``arrivals``, fleet, capacity and settings.
+
+    No policy's run depends on another's, so a change to one policy is judged in the time of its own run
+    (``bench/policy_matrix.py --reuse``). The oracle's is the exception: static-peak's run goes into it.
+    """
+    if name not in comparison.results or name == "oracle":
+        known = ", ".join(n for n in comparison.results if n != "oracle")
+        raise ValueError(f"cannot run {name!r} again; the comparison has: {known}")
+    capacity = comparison.capacity
+    job = _Job(
+        name,
+        arrivals,
+        comparison.settings,
+        capacity,
+        comparison.initial_replicas,
+        capacity.replicas_for(comparison.peak_rate),
+        comparison.peak_rate,
+    )
+    done = _run(job)
+    return replace(
+        comparison,
+        results={**comparison.results, name: done.result},
+        descriptions={**comparison.descriptions, name: done.description},
+        wall_seconds={**comparison.wall_seconds, name: done.wall},
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 from loadgen.cli import EXIT_OK, EXIT_USAGE
 from loadgen.cli import simulate as simulate_cli
 from loadgen.engine.profiles import get_profile
-from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for, format_table
+from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for, format_table, rerun
 from loadgen.fleet.policies import POLICY_NAMES, counted_requests, keeps_slo
 from loadgen.traffic.synthetic import synthetic_arrivals
 from loadgen.traffic.trace import read_trace
@@ -70,6 +70,16 @@ def test_inferscale_saves_gpu_time_over_static_peak_and_still_holds_the_slo(comp
     assert ours["ttft_p95"] <= SLO and ours["slo_attainment"] >= 0.95  # the SLO holds over the run
     assert ours["slo_attainment"] >= peak["slo_attainment"] - 0.03  # within 3 points of peak provisioning
     assert ours["scale_events"] >= 1
+
+
+def test_running_one_policy_again_gives_its_figures_and_keeps_the_others(comparison: Comparison) -> None:
+    again = rerun(comparison, read_trace(TRACE).arrivals, "inferscale")
+    before, after = comparison.summaries(), again.summaries()
+    assert after["inferscale"] == before["inferscale"]  # the simulation is deterministic
+    assert again.results["inferscale"] is not comparison.results["inferscale"]
+    assert all(again.results[name] is comparison.results[name] for name in POLICY_NAMES if name != "inferscale")
+    with pytest.raises(ValueError, match="cannot run 'oracle' again"):
+        rerun(comparison, read_trace(TRACE).arrivals, "oracle")
 
 
 def test_bigger_batches_on_one_replica_wreck_the_tail(comparison: Comparison) -> None:
