@@ -273,14 +273,12 @@ def main() -> int:
     report: dict[str, Any] = {}
     counts = {"cells": 0, "within": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
     replica_seconds, excess = 0.0, Counter[str]()
-    digest = baseline_digest() if args.reuse is not None else ""
+    # The kept comparisons are those of these sources and these policies.
+    key = hashlib.sha256(f"{baseline_digest()} {sorted(policies)}".encode()).hexdigest()[:16] if args.reuse else ""
     for trace_name, arrivals in traces(args.traces.split(",")).items():
         for cell in cells:
             t0 = time.perf_counter()
-            kept = None
-            if args.reuse is not None:
-                runs = hashlib.sha256(f"{digest} {sorted(policies)}".encode()).hexdigest()[:16]
-                kept = args.reuse / f"{trace_name}__{cell.name}__{args.ceiling}__{runs}.pickle"
+            kept = args.reuse / f"{trace_name}__{cell.name}__{args.ceiling}__{key}.pickle" if args.reuse else None
             comparison, reused = run_cell(
                 arrivals, cell, ceiling=args.ceiling, policies=policies, workers=args.workers, kept=kept
             )

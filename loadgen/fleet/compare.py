@@ -215,6 +215,13 @@ class _Job:
     static: int
     peak: float
 
+    @classmethod
+    def sized(
+        cls, name: str, arrivals: Sequence[Arrival], settings: Settings, capacity: Capacity, initial: int, peak: float
+    ) -> _Job:
+        """A job sized from the measured capacity: static-peak runs the replicas the peak rate needs."""
+        return cls(name, arrivals, settings, capacity, initial, capacity.replicas_for(peak), peak)
+
 
 @dataclass(frozen=True, slots=True)
 class _Done:
@@ -354,7 +361,7 @@ def compare(
         )
         bounds = spec.replicas
         initial = min(max(capacity.replicas_for(opening), bounds.min), bounds.max)
-        return capacity, _Job("", arrivals, settings, capacity, initial, capacity.replicas_for(peak), peak)
+        return capacity, _Job.sized("", arrivals, settings, capacity, initial, peak)
 
     # raise-batch needs no measurement: with workers it runs while the capacity is measured. Then the oracle
     # (the longest job) goes first, so the other policies share the other workers meanwhile.
@@ -398,17 +405,11 @@ def rerun(comparison: Comparison, arrivals: Sequence[Arrival], name: str = "infe
     if name not in comparison.results or name == "oracle":
         known = ", ".join(n for n in comparison.results if n != "oracle")
         raise ValueError(f"cannot run {name!r} again; the comparison has: {known}")
-    capacity = comparison.capacity
-    job = _Job(
-        name,
-        arrivals,
-        comparison.settings,
-        capacity,
-        comparison.initial_replicas,
-        capacity.replicas_for(comparison.peak_rate),
-        comparison.peak_rate,
+    done = _run(
+        _Job.sized(
+            name, arrivals, comparison.settings, comparison.capacity, comparison.initial_replicas, comparison.peak_rate
+        )
     )
-    done = _run(job)
     return replace(
         comparison,
         results={**comparison.results, name: done.result},
