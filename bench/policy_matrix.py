@@ -29,7 +29,8 @@ One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_m
 ``--reuse DIR`` keeps each cell's comparison in DIR and, on the next run, runs only the operator's policy
 again against the kept baselines and oracle: seconds a cell instead of minutes, for trying a change to the
 policy. A cell is kept under a digest of the sources the other runs execute (``loadgen/``, the operator
-package but its policy and autoscaler, this file), so a change to any of them runs the whole cell again.
+package but its policy and autoscaler, this file) and of the trace's requests, so a change to any of them
+runs the whole cell again.
 """
 
 from __future__ import annotations
@@ -276,9 +277,12 @@ def main() -> int:
     # The kept comparisons are those of these sources and these policies.
     key = hashlib.sha256(f"{baseline_digest()} {sorted(policies)}".encode()).hexdigest()[:16] if args.reuse else ""
     for trace_name, arrivals in traces(args.traces.split(",")).items():
+        # ... and of these requests: a trace file edited in place is a new cell.
+        requests = hashlib.sha256(pickle.dumps(arrivals)).hexdigest()[:12] if args.reuse else ""
         for cell in cells:
             t0 = time.perf_counter()
-            kept = args.reuse / f"{trace_name}__{cell.name}__{args.ceiling}__{key}.pickle" if args.reuse else None
+            name = f"{trace_name}__{cell.name}__{args.ceiling}__{key}-{requests}.pickle"
+            kept = args.reuse / name if args.reuse else None
             comparison, reused = run_cell(
                 arrivals, cell, ceiling=args.ceiling, policies=policies, workers=args.workers, kept=kept
             )
