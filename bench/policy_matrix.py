@@ -12,10 +12,14 @@ cells: each trace on a10g at 1 s and 3 s, and on h100 at 1 s. As a user would, e
 (``loadgen.client.knee.sweep_simulated``: the same sweep and criterion in simulated time; the SLO joins the
 criterion only where one request alone meets it).
 
-One line per cell, then a last line ``cells=N within_1.15x_oracle=K attainment_met=A dominated=D runaway=R``:
+One line per cell, then a last line ``cells=N within_1.15x_oracle=K within_1.15x_reactive=Q attainment_met=A
+dominated=D runaway=R``:
 
 * ``within_1.15x_oracle``: the policy's GPU-seconds at most 1.15x what the oracle's schedule (planned
   with the future) costs at the attainment the policy reached (``gpu_vs_oracle``);
+* ``within_1.15x_reactive``: the same against the reactive bound (``loadgen.fleet.policies.plan_reactive``:
+  exact knowledge of the past and of the capacity, no foresight; ``gpu_vs_reactive``). A cell far above the
+  oracle and within this is one where the oracle's lead is foresight;
 * ``attainment_met``: feasible SLO attainment (``slo_attainment_feasible``: the requests an idle engine
   serves within the SLO) at least the oracle's less 1 point, and at least 95% wherever the oracle got there;
 * ``dominated``: cells where a baseline (not the oracle) is no dearer and attains at least as much, and is
@@ -53,7 +57,7 @@ from typing import Any
 from loadgen.client.knee import KneeVerdict, find_knee, sweep_simulated
 from loadgen.engine.profiles import EngineProfile, get_profile
 from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for, rerun
-from loadgen.fleet.policies import POLICY_NAMES, refused_requests
+from loadgen.fleet.policies import BOUNDS, POLICY_NAMES, refused_requests
 from loadgen.traffic.shapes import Arrival, Lognormal
 from loadgen.traffic.synthetic import random_hour, synthetic_arrivals
 from loadgen.traffic.trace import read_trace
@@ -160,7 +164,7 @@ def judge(comparison: Comparison) -> dict[str, Any]:
     ours, oracle = summaries["inferscale"], summaries.get("oracle")
     attained = ours["slo_attainment_feasible"] or 0.0
     oracle_attained = (oracle or {}).get("slo_attainment_feasible") or 0.0
-    ratio = ours.get("gpu_vs_oracle")
+    ratio, reactive = ours.get("gpu_vs_oracle"), ours.get("gpu_vs_reactive")
     # The feasible requests are the accepted ones an idle engine serves within the SLO.
     accepted = ours["requests"] - ours["rejected"]
     unattainable = accepted - len(comparison.feasible) > UNATTAINABLE_SHARE * max(1, accepted)
@@ -170,7 +174,8 @@ def judge(comparison: Comparison) -> dict[str, Any]:
     better = [
         name
         for name, s in summaries.items()
-        if name not in ("inferscale", "oracle")
+        if name != "inferscale"
+        and name not in BOUNDS
         and s["gpu_seconds"] <= ours["gpu_seconds"]
         and (s["slo_attainment_feasible"] or 0.0) >= attained
         and (s["gpu_seconds"] < 0.99 * ours["gpu_seconds"] or (s["slo_attainment_feasible"] or 0.0) > attained + 1e-3)
@@ -181,6 +186,8 @@ def judge(comparison: Comparison) -> dict[str, Any]:
     return {
         "ratio": ratio,
         "within": ratio is not None and ratio <= GPU_TARGET,
+        "reactive_ratio": reactive,
+        "within_reactive": reactive is not None and reactive <= GPU_TARGET,
         "attainment_met": attained >= floor,
         "attainment": attained,
         "oracle_attainment": oracle_attained,
@@ -252,7 +259,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", default="mooncake-conversation,burst-day,spikes")
     parser.add_argument("--cells", default=",".join(c.name for c in CELLS))
-    parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="inferscale and oracle are always run")
+    parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="inferscale, oracle and reactive always run")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument(
         "--ceiling",
@@ -269,10 +276,10 @@ def main() -> int:
     )
     args = parser.parse_args()
     cells = [c for c in CELLS if c.name in args.cells.split(",")]
-    policies = tuple(dict.fromkeys(["inferscale", "oracle", *args.policies.split(",")]))
+    policies = tuple(dict.fromkeys(["inferscale", *BOUNDS, *args.policies.split(",")]))
     started = time.perf_counter()
     report: dict[str, Any] = {}
-    counts = {"cells": 0, "within": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
+    counts = {"cells": 0, "within": 0, "within_reactive": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
     replica_seconds, excess = 0.0, Counter[str]()
     # The kept comparisons are those of these sources and these policies.
     key = hashlib.sha256(f"{baseline_digest()} {sorted(policies)}".encode()).hexdigest()[:16] if args.reuse else ""
@@ -291,6 +298,7 @@ def main() -> int:
             ours, oracle = summaries["inferscale"], summaries["oracle"]
             counts["cells"] += 1
             counts["within"] += verdict["within"]
+            counts["within_reactive"] += verdict["within_reactive"]
             counts["attainment_met"] += verdict["attainment_met"]
             counts["dominated"] += bool(verdict["dominated_by"])
             counts["runaway"] += verdict["runaway"]
@@ -300,15 +308,23 @@ def main() -> int:
             others = " ".join(
                 f"{name}={s['gpu_seconds']:.0f}/{(s['slo_attainment_feasible'] or 0) * 100:.1f}%"
                 for name, s in summaries.items()
-                if name not in ("inferscale", "oracle")
+                if name != "inferscale" and name not in BOUNDS
             )
             ratio = "-" if verdict["ratio"] is None else f"{verdict['ratio']:.2f}"
+            vs_reactive = "-" if verdict["reactive_ratio"] is None else f"{verdict['reactive_ratio']:.2f}"
+            bound = summaries.get("reactive")
+            reacting = (
+                ""
+                if bound is None
+                else f" | reactive gpu_s={bound['gpu_seconds']:.0f} "
+                f"feasible={(bound['slo_attainment_feasible'] or 0) * 100:.1f}%"
+            )
             print(
                 f"{trace_name} {cell.name} ceiling={comparison.settings.spec.max_concurrency}: "
                 f"inferscale gpu_s={ours['gpu_seconds']:.0f} "
-                f"feasible={verdict['attainment'] * 100:.1f}% vs_oracle={ratio} "
+                f"feasible={verdict['attainment'] * 100:.1f}% vs_oracle={ratio} vs_reactive={vs_reactive} "
                 f"max_rep={ours['max_replicas']} | oracle gpu_s={oracle['gpu_seconds']:.0f} "
-                f"feasible={verdict['oracle_attainment'] * 100:.1f}% | {others} | "
+                f"feasible={verdict['oracle_attainment'] * 100:.1f}%{reacting} | {others} | "
                 f"within={verdict['within']} attainment_met={verdict['attainment_met']} "
                 f"dominated_by={','.join(verdict['dominated_by']) or '-'} "
                 f"unattainable={verdict['unattainable']} said={verdict['unattainable_said']} "
@@ -326,6 +342,7 @@ def main() -> int:
         print(f"above_oracle={share:.1%} of inferscale's replica-seconds, held by: {held}")
     print(
         f"cells={counts['cells']} within_{GPU_TARGET}x_oracle={counts['within']} "
+        f"within_{GPU_TARGET}x_reactive={counts['within_reactive']} "
         f"attainment_met={counts['attainment_met']} dominated={counts['dominated']} runaway={counts['runaway']}"
     )
     return 0

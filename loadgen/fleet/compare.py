@@ -28,6 +28,7 @@ from loadgen.client.plots import pyplot, save
 from loadgen.engine.profiles import EngineProfile
 from loadgen.fleet.baselines import DynamoPlanner, KnativeKpa, WvaSaturation, profiled_engine_rps
 from loadgen.fleet.policies import (
+    BOUNDS,
     POLICY_NAMES,
     Capacity,
     HpaBehavior,
@@ -42,6 +43,7 @@ from loadgen.fleet.policies import (
     interval_rates,
     measure_capacity,
     plan_oracle,
+    plan_reactive,
     raise_batch,
     refused_requests,
     workload_of,
@@ -150,6 +152,8 @@ class Comparison:
     wall_seconds: dict[str, float] = field(default_factory=dict)
     feasible: tuple[int, ...] = ()
     """The requests an idle engine serves within the SLO (accepted ones only): what any policy can get right."""
+    reactive: OraclePlan | None = None
+    """What knowing the past exactly, but not the future, costs at each attainment (``plan_reactive``)."""
 
     def summaries(self) -> dict[str, dict[str, Any]]:
         """Per policy: slo_attainment, gpu_seconds, ttft_p95, ttft_p99, scale_events and more.
@@ -158,7 +162,9 @@ class Comparison:
         count helps the others). ``oracle_gpu_seconds`` is what the oracle's schedule, planned with the
         future, costs at the feasible attainment this policy reached, and ``gpu_vs_oracle`` this policy's
         GPU-seconds over it (None without an oracle run); ``oracle_reached`` is False when no planned
-        schedule attained as much (the ratio is then against the dearest one).
+        schedule attained as much (the ratio is then against the dearest one). ``reactive_gpu_seconds`` and
+        ``gpu_vs_reactive`` are the same against ``plan_reactive``'s runs: what a policy without foresight
+        spends at best.
         """
         out = {}
         slo = self.settings.slo_ttft_s
@@ -172,6 +178,10 @@ class Comparison:
                 summary["oracle_gpu_seconds"] = cost
                 summary["gpu_vs_oracle"] = result.gpu_seconds / cost if cost > 0 else None
                 summary["oracle_reached"] = reached
+            if self.reactive is not None and attained is not None:
+                cost, _ = self.reactive.gpu_seconds_at(attained)
+                summary["reactive_gpu_seconds"] = cost
+                summary["gpu_vs_reactive"] = result.gpu_seconds / cost if cost > 0 else None
             summary["description"] = self.descriptions[name]
             out[name] = summary
         return out
@@ -228,7 +238,8 @@ class _Done:
     name: str
     result: FleetResult
     description: str
-    oracle: OraclePlan | None
+    plan: OraclePlan | None
+    """The oracle's or the reactive bound's runs; None for a policy."""
     wall: float
 
 
@@ -237,7 +248,7 @@ def _run(job: _Job) -> _Done:
     settings, name, arrivals, initial = job.settings, job.name, job.arrivals, job.initial
     spec, bounds = settings.spec, settings.spec.replicas
     hpa = HpaBehavior(min_replicas=bounds.min, max_replicas=bounds.max)
-    oracle = None
+    plan = None
     if name == "inferscale":
         policy = InferscalePolicy(spec, stale_after_s=settings.stale_after_s, ttft_window_s=settings.ttft_window_s)
         result = simulate(arrivals, policy, settings.fleet(initial))
@@ -297,18 +308,27 @@ def _run(job: _Job) -> _Done:
         policy_rb, raised = raise_batch(settings.profile, settings.batch_factor)
         result = simulate(arrivals, policy_rb, settings.fleet(1, raised))
         description = policy_rb.why
+    elif name == "reactive":
+        assert job.capacity is not None
+        plan = plan_reactive(arrivals, job.capacity, settings.fleet(1), interval_s=settings.interval_s)
+        result = plan.result
+        description = (
+            f"no foresight, exact hindsight: sized every tick for {plan.scale:g}x what the last "
+            f"{settings.interval_s:g}s of arrivals need at the measured capacity, ready a cold start later; the "
+            f"cheapest of {plan.simulations} runs that kept the SLO" + ("" if plan.met else " (none did)")
+        )
     else:
         assert job.capacity is not None
-        oracle = plan_oracle(
+        plan = plan_oracle(
             arrivals,
             job.capacity,
             settings.fleet(1),
             interval_s=settings.interval_s,
             max_simulations=settings.oracle_max_simulations,
         )
-        result = oracle.result
+        result = plan.result
         description = ""  # written once static-peak's run is known (see compare)
-    return _Done(name, result, description, oracle, time.perf_counter() - started)
+    return _Done(name, result, description, plan, time.perf_counter() - started)
 
 
 def compare(
@@ -365,7 +385,7 @@ def compare(
 
     # raise-batch needs no measurement: with workers it runs while the capacity is measured. Then the oracle
     # (the longest job) goes first, so the other policies share the other workers meanwhile.
-    names = sorted(settings.policies, key=lambda n: n != "oracle")
+    names = sorted(settings.policies, key=lambda n: n not in BOUNDS)
     if workers == 1:
         capacity, job = measure()
         for name in names:
@@ -390,9 +410,10 @@ def compare(
         peak_rate=peak,
         opening_rate=opening,
         initial_replicas=job.initial,
-        oracle=done["oracle"].oracle if "oracle" in done else None,
+        oracle=done["oracle"].plan if "oracle" in done else None,
         wall_seconds=walls,
         feasible=tuple(counted_requests(arrivals, profile, slo)),
+        reactive=done["reactive"].plan if "reactive" in done else None,
     )
 
 
@@ -402,8 +423,8 @@ def rerun(comparison: Comparison, arrivals: Sequence[Arrival], name: str = "infe
     No policy's run depends on another's, so a change to one policy is judged in the time of its own run
     (``bench/policy_matrix.py --reuse``). The oracle's is the exception: static-peak's run goes into it.
     """
-    if name not in comparison.results or name == "oracle":
-        known = ", ".join(n for n in comparison.results if n != "oracle")
+    if name not in comparison.results or name in BOUNDS:
+        known = ", ".join(n for n in comparison.results if n not in BOUNDS)
         raise ValueError(f"cannot run {name!r} again; the comparison has: {known}")
     done = _run(
         _Job.sized(
@@ -420,9 +441,9 @@ def rerun(comparison: Comparison, arrivals: Sequence[Arrival], name: str = "infe
 
 def _describe_oracle(item: _Done, static: _Done | None, arrivals: Sequence[Arrival], job: _Job) -> _Done:
     """Let the flat peak schedule stand in for the oracle when it is cheaper, and say how the oracle was found."""
-    assert item.oracle is not None
+    assert item.plan is not None
     settings = job.settings
-    oracle = item.oracle
+    oracle = item.plan
     if static is not None:
         counted = counted_requests(arrivals, settings.profile, settings.slo_ttft_s)
         oracle = cheaper_static(oracle, job.static, static.result, counted, settings.slo_ttft_s)
@@ -435,7 +456,7 @@ def _describe_oracle(item: _Done, static: _Done | None, arrivals: Sequence[Arriv
             f"capacity, started a cold start ahead; {kept}"
         )
     description = f"{how} ({oracle.simulations} simulations)"
-    return replace(item, result=oracle.result, oracle=oracle, description=description)
+    return replace(item, result=oracle.result, plan=oracle, description=description)
 
 
 def _context() -> BaseContext:
@@ -466,8 +487,8 @@ def format_table(comparison: Comparison) -> str:
     """A fixed-width table, one row per policy, cheapest first."""
     summaries = comparison.summaries()
     header = (
-        "policy", "SLO attain.", "feasible", "p95 TTFT", "p99 TTFT", "GPU-hours", "GPU-s", "vs oracle", "scale ev.",
-        "max rep.",
+        "policy", "SLO attain.", "feasible", "p95 TTFT", "p99 TTFT", "GPU-hours", "GPU-s", "vs oracle",
+        "vs reactive", "scale ev.", "max rep.",
     )  # fmt: skip
     rows = [header]
     for name, s in summaries.items():
@@ -482,6 +503,7 @@ def format_table(comparison: Comparison) -> str:
                 f"{s['gpu_seconds'] / 3600:.2f}",
                 f"{s['gpu_seconds']:.0f}",
                 "-" if ratio is None else f"{ratio:.2f}x" + ("" if s.get("oracle_reached", True) else "+"),
+                "-" if s.get("gpu_vs_reactive") is None else f"{s['gpu_vs_reactive']:.2f}x",
                 str(s["scale_events"]),
                 str(s["max_replicas"]),
             )

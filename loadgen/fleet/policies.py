@@ -57,6 +57,7 @@ from loadgen.fleet.sim import FleetConfig, FleetResult, FleetView, Scale, simula
 from loadgen.traffic.shapes import Arrival
 
 __all__ = [
+    "BOUNDS",
     "POLICY_NAMES",
     "Capacity",
     "HpaBehavior",
@@ -73,6 +74,7 @@ __all__ = [
     "keeps_slo",
     "measure_capacity",
     "plan_oracle",
+    "plan_reactive",
     "raise_batch",
     "refused_requests",
     "unloaded_ttft",
@@ -89,9 +91,18 @@ POLICY_NAMES = (
     "knative-kpa",
     "raise-batch",
     "oracle",
+    "reactive",
 )
 """Every policy ``loadgen.fleet.compare`` runs, in the order of its reports; ``wva-saturation``, ``dynamo-planner`` and
-``knative-kpa`` live in ``loadgen.fleet.baselines``."""
+``knative-kpa`` live in ``loadgen.fleet.baselines``. ``oracle`` and ``reactive`` are bounds, not policies a team
+could run: the first plans with the future, the second knows the past exactly (``plan_reactive``)."""
+BOUNDS = ("oracle", "reactive")
+"""The runs in ``POLICY_NAMES`` that measure what is possible: never a baseline to beat or be beaten by."""
+
+# ``plan_reactive``: the multiples of the measured capacity's need it sizes for, and how long (in seconds) it
+# keeps a size before it lets replicas go: not at all, and HPA's default scale-down window.
+REACTIVE_SCALES = (0.8, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
+REACTIVE_HOLDS_S = (0.0, 300.0)
 
 # Simulated time 0 as a wall-clock instant, for the operator's policy (it wants aware datetimes).
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
@@ -511,7 +522,8 @@ class SchedulePolicy:
         # Replicas asked for now are ready at t + cold start; the next tick can add more only for needs
         # after that, so this tick covers every need until then.
         wanted = self.wanted(view.t, view.t + self.lead_s)
-        return Scale(wanted, "Planned", f"{wanted} replicas planned for the next {self.lead_s:g}s")
+        ahead = f" for the next {self.lead_s:g}s" if self.lead_s > 0 else ""
+        return Scale(wanted, "Planned", f"{wanted} replicas planned{ahead}")
 
 
 @dataclass(slots=True)
@@ -526,7 +538,8 @@ class OraclePlan:
     scale: float = 1.0
     """The capacity scale the plan was built with (see ``plan_oracle``)."""
     source: str = "planned"
-    """``planned``, or ``static-peak`` when the flat peak schedule was the cheapest that kept the SLO."""
+    """``planned``, ``static-peak`` when the flat peak schedule was the cheapest that kept the SLO, or
+    ``reactive`` (``plan_reactive``)."""
     frontier: tuple[tuple[float, float], ...] = ()
     """``(gpu_seconds, feasible attainment)`` of every planned schedule run, cheapest first, each dearer one
     attaining more (see ``gpu_seconds_at``)."""
@@ -663,6 +676,61 @@ def plan_oracle(
         (o.result.gpu_seconds, feasible_attainment(o.result, counted, slo) or 0.0) for o in tried.values()
     )
     return chosen
+
+
+def plan_reactive(
+    arrivals: Sequence[Arrival],
+    capacity: Capacity,
+    config: FleetConfig,
+    *,
+    interval_s: float = 60.0,
+    scales: Sequence[float] = REACTIVE_SCALES,
+    holds_s: Sequence[float] = REACTIVE_HOLDS_S,
+) -> OraclePlan:
+    """What a policy without foresight spends at best: the oracle's counterpart that knows only the past.
+
+    At every tick it knows exactly what the oracle plans from, only late: the arrival rate of the last
+    ``interval_s`` and the measured pool capacity (``Capacity.replicas_for``), and it sizes for that at once;
+    its replicas are ready a cold start later, as anyone's are. It is run for each multiple in ``scales`` of
+    what that rate needs and each ``holds_s`` (how long a size is kept before replicas are let go), and the
+    runs trace what reacting costs at each attainment (``OraclePlan.gpu_seconds_at``). The run returned is the
+    cheapest that kept the SLO, else the one that attained most.
+
+    Where a policy is far above the oracle and close to this, the difference is foresight: bursts that come
+    faster than a cold start, which no measurement of the past can meet without standing headroom. It is an
+    estimate, not a bound in the strict sense: a policy that reacts to the queue within a tick can beat it.
+    """
+    slo, profile = capacity.slo_ttft_s, config.profile
+    tick = config.tick_s
+    per_tick = interval_rates(arrivals, tick, skip=refused_requests(arrivals, profile))
+    span = max(1, round(interval_s / tick))
+    # At tick k, the rate over the ``span`` ticks before it (the first tick knows its own).
+    past = [per_tick[0]] + [sum(per_tick[max(0, k - span) : k]) / min(k, span) for k in range(1, len(per_tick))]
+    counted = counted_requests(arrivals, profile, slo)
+    tried: dict[tuple[int, ...], OraclePlan] = {}
+    for hold_s, scale in itertools.product(holds_s, scales):
+        need = [capacity.replicas_for(rate * scale) for rate in past]
+        kept = max(1, round(hold_s / tick) + 1)
+        plan = tuple(max(need[max(0, k - kept + 1) : k + 1]) for k in range(len(need)))
+        if plan in tried:
+            continue
+        policy = SchedulePolicy("reactive", list(plan), tick, lead_s=0.0)
+        result = simulate(arrivals, policy, replace(config, initial_replicas=plan[0]))
+        tried[plan] = OraclePlan(policy, result, len(tried) + 1, keeps_slo(result, counted, slo), scale, "reactive")
+    runs = list(tried.values())
+    met = [run for run in runs if run.met]
+    chosen = (
+        min(met, key=lambda run: run.result.gpu_seconds)
+        if met
+        else max(runs, key=lambda run: feasible_attainment(run.result, counted, slo) or 0.0)
+    )
+    return replace(
+        chosen,
+        simulations=len(runs),
+        frontier=pareto_frontier(
+            (run.result.gpu_seconds, feasible_attainment(run.result, counted, slo) or 0.0) for run in runs
+        ),
+    )
 
 
 def cheaper_static(

@@ -1,5 +1,5 @@
 """The WVA, Dynamo planner and Knative KPA baselines: each rule on crafted fleet views, each following a step of
-load up and back down in the simulator, and all nine policies compared on a short trace."""
+load up and back down in the simulator, and all ten runs (policies and bounds) compared on a short trace."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from loadgen.fleet.baselines import (
     wva_analyze,
 )
 from loadgen.fleet.compare import Settings, compare, default_spec, engine_for
-from loadgen.fleet.policies import POLICY_NAMES, Capacity
+from loadgen.fleet.policies import POLICY_NAMES, Capacity, feasible_attainment, plan_oracle, plan_reactive
 from loadgen.fleet.sim import FleetConfig, FleetResult, FleetView, Scale, simulate
 from loadgen.traffic.shapes import Arrival
 from loadgen.traffic.trace import read_trace
@@ -303,10 +303,30 @@ def test_kpa_follows_a_step_of_load_up_and_back_down() -> None:
     assert replicas_between(result, 1500, math.inf)[-1] == 1
 
 
-# --- all nine -------------------------------------------------------------------------------------------
+# --- the reactive bound ----------------------------------------------------------------------------------
 
 
-def test_compare_runs_all_nine_policies_on_the_same_requests() -> None:
+def test_the_reactive_bound_meets_a_step_only_after_it_came_and_the_oracle_before() -> None:
+    capacity = Capacity({1: 3.5, 2: 7.5, 4: 16.0}, 1.0, A10G.name, 0, 0.0)  # 1 req/s: one replica; 6: two
+    config = FleetConfig(profile=A10G, initial_replicas=1, tick_s=15.0, cold_start_s=30.0)
+    reactive = plan_reactive(STEP, capacity, config, scales=(1.0, 2.0), holds_s=(0.0, 300.0))
+    oracle = plan_oracle(STEP, capacity, config, max_simulations=2)
+    # The step to 6 req/s comes at 360 s: the oracle's replicas are ready for it, the reactive bound's are
+    # asked for once a tick has seen it and are ready a cold start later.
+    assert max(replicas_between(oracle.result, 330, 360)) >= 2
+    assert set(replicas_between(reactive.result, 0, 375)) == {1}
+    assert min(replicas_between(reactive.result, 420, 1080)) >= 2
+    assert reactive.simulations == 4 and reactive.source == "reactive"
+    # Knowing the past only, it pays more than the oracle for as much attainment, and at its own too.
+    attained = feasible_attainment(reactive.result, range(len(STEP)), 1.0) or 0.0
+    assert oracle.gpu_seconds_at(attained)[0] < reactive.result.gpu_seconds
+    assert reactive.gpu_seconds_at(attained)[0] == pytest.approx(reactive.result.gpu_seconds)
+
+
+# --- all ten --------------------------------------------------------------------------------------------
+
+
+def test_compare_runs_all_ten_policies_and_bounds_on_the_same_requests() -> None:
     spec = default_spec(A10G, 1.0)
     arrivals = read_trace(TRACE, window=240.0).arrivals
     assert 200 < len(arrivals) < 600
@@ -315,7 +335,7 @@ def test_compare_runs_all_nine_policies_on_the_same_requests() -> None:
     )
     comparison = compare(arrivals, settings)
     summaries = comparison.summaries()
-    assert list(summaries) == list(POLICY_NAMES) and len(POLICY_NAMES) == 9
+    assert list(summaries) == list(POLICY_NAMES) and len(POLICY_NAMES) == 10
     assert {s["requests"] for s in summaries.values()} == {len(arrivals)}
     ticks = {name: r.timeseries[0].t for name, r in comparison.results.items()}  # the first tick: one interval
     assert (ticks["wva-saturation"], ticks["dynamo-planner"], ticks["knative-kpa"]) == (15.0, 180.0, 2.0)
