@@ -5,8 +5,8 @@
 
 Every policy (``inferscale``, ``static-peak``, ``hpa-gpu-util``, ``keda-queue``, ``raise-batch``, and the
 bounds ``oracle`` and ``reactive``, see ``loadgen.fleet.policies``; ``wva-saturation``, ``dynamo-planner``,
-``knative-kpa``, see ``loadgen.fleet.baselines``) runs on the same arrivals in simulated time. The JSON report is an object
-keyed by policy name, each with ``slo_attainment``, ``gpu_seconds``, ``ttft_p95``, ``ttft_p99`` and
+``knative-kpa``, see ``loadgen.fleet.baselines``) runs on the same arrivals in simulated time. The JSON
+report is an object keyed by policy name, each with ``slo_attainment``, ``gpu_seconds``, ``ttft_p95``, ``ttft_p99`` and
 ``scale_events`` (plus requests, rejected, failed, the scale-event log and the per-tick time series); a
 table goes to stdout and progress to stderr.
 
