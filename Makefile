@@ -84,7 +84,7 @@ operator-down:
 
 # tests/ mirrors the packages. The fast suite: no server, no cluster, under a minute. The rest need real
 # servers on loopback (integration: Prometheus, simengine processes), the cluster (e2e) or the image (image).
-FAST_TESTS := tests/operator tests/loadgen tests/harness tests/project
+FAST_TESTS := tests/operator tests/loadgen tests/harness tests/project tests/bench
 
 test-unit: install
 	$(BIN)/pytest $(FAST_TESTS)

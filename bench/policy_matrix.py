@@ -231,6 +231,28 @@ def baseline_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def chosen_policies(asked: Sequence[str]) -> tuple[str, ...]:
+    """The policies a cell runs: inferscale and the bounds always, then those asked for (``--policies``)."""
+    return tuple(dict.fromkeys(["inferscale", *BOUNDS, *asked]))
+
+
+def reuse_key(policies: Sequence[str]) -> str:
+    """What the kept comparisons of a run are kept under: the sources they ran (``baseline_digest``) and
+    the policies they hold (``--reuse``)."""
+    return hashlib.sha256(f"{baseline_digest()} {sorted(policies)}".encode()).hexdigest()[:16]
+
+
+def requests_key(arrivals: Sequence[Arrival]) -> str:
+    """A digest of the trace's requests: a trace file edited in place is a new cell (``--reuse``)."""
+    return hashlib.sha256(pickle.dumps(arrivals)).hexdigest()[:12]
+
+
+def kept_name(trace_name: str, cell: Cell, ceiling: str, key: str, requests: str) -> str:
+    """The file a cell's comparison is kept in under ``--reuse DIR`` (``key`` from ``reuse_key``, ``requests``
+    from ``requests_key``); ``bench/timeline.py`` finds it by the same name."""
+    return f"{trace_name}__{cell.name}__{ceiling}__{key}-{requests}.pickle"
+
+
 def run_cell(
     arrivals: Sequence[Arrival], cell: Cell, *, ceiling: str, policies: Sequence[str], workers: int, kept: Path | None
 ) -> tuple[Comparison, bool]:
@@ -276,19 +298,19 @@ def main() -> int:
     )
     args = parser.parse_args()
     cells = [c for c in CELLS if c.name in args.cells.split(",")]
-    policies = tuple(dict.fromkeys(["inferscale", *BOUNDS, *args.policies.split(",")]))
+    policies = chosen_policies(args.policies.split(","))
     started = time.perf_counter()
     report: dict[str, Any] = {}
     counts = {"cells": 0, "within": 0, "within_reactive": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
     replica_seconds, excess = 0.0, Counter[str]()
     # The kept comparisons are those of these sources and these policies.
-    key = hashlib.sha256(f"{baseline_digest()} {sorted(policies)}".encode()).hexdigest()[:16] if args.reuse else ""
+    key = reuse_key(policies) if args.reuse else ""
     for trace_name, arrivals in traces(args.traces.split(",")).items():
         # ... and of these requests: a trace file edited in place is a new cell.
-        requests = hashlib.sha256(pickle.dumps(arrivals)).hexdigest()[:12] if args.reuse else ""
+        requests = requests_key(arrivals) if args.reuse else ""
         for cell in cells:
             t0 = time.perf_counter()
-            name = f"{trace_name}__{cell.name}__{args.ceiling}__{key}-{requests}.pickle"
+            name = kept_name(trace_name, cell, args.ceiling, key, requests)
             kept = args.reuse / name if args.reuse else None
             comparison, reused = run_cell(
                 arrivals, cell, ceiling=args.ceiling, policies=policies, workers=args.workers, kept=kept

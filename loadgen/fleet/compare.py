@@ -60,6 +60,7 @@ __all__ = [
     "default_spec",
     "engine_for",
     "format_table",
+    "inferscale_policy",
     "rerun",
     "write_png",
 ]
@@ -212,6 +213,16 @@ class Comparison:
         return out
 
 
+def inferscale_policy(settings: Settings) -> InferscalePolicy:
+    """The operator's policy as every comparison runs it, on ``settings.fleet(initial_replicas)``.
+
+    For a caller that runs it again to look inside, e.g. at ``InferscalePolicy.memory`` after each tick
+    (``bench/timeline.py``): with the same arrivals and the comparison's ``initial_replicas``, ``simulate``
+    gives the comparison's own ``inferscale`` run.
+    """
+    return InferscalePolicy(settings.spec, stale_after_s=settings.stale_after_s, ttft_window_s=settings.ttft_window_s)
+
+
 @dataclass(frozen=True, slots=True)
 class _Job:
     """One policy's run, everything it needs in one picklable value (workers run these)."""
@@ -250,8 +261,7 @@ def _run(job: _Job) -> _Done:
     hpa = HpaBehavior(min_replicas=bounds.min, max_replicas=bounds.max)
     plan = None
     if name == "inferscale":
-        policy = InferscalePolicy(spec, stale_after_s=settings.stale_after_s, ttft_window_s=settings.ttft_window_s)
-        result = simulate(arrivals, policy, settings.fleet(initial))
+        result = simulate(arrivals, inferscale_policy(settings), settings.fleet(initial))
         description = (
             f"the operator's policy: SLO {spec.scaling.ttft_p95_seconds:g}s, maxConcurrency "
             f"{spec.max_concurrency}, {bounds.min}..{bounds.max} replicas, starting at {initial}"

@@ -120,12 +120,15 @@ def test_make_test_unit_runs_every_fast_test_folder_and_no_slow_one(tmp_path: Pa
 
 def test_the_tests_mirror_the_packages() -> None:
     # tests/operator for operator/inferscale, tests/harness for cluster/harness, tests/loadgen/X for loadgen/X,
-    # and the same under tests/integration: a module's tests are found by its path.
+    # and the same under tests/integration: a module's tests are found by its path. tests/bench has the tests
+    # of bench/'s scripts, which are no package: test_X.py for bench/X.py.
     homes = {"operator": ROOT / "operator" / "inferscale", "harness": ROOT / "cluster" / "harness"}
+    scripts = sorted((ROOT / "tests" / "bench").glob("test_*.py"))
+    assert scripts and all((ROOT / "bench" / p.name.removeprefix("test_")).exists() for p in scripts)
     for base in (ROOT / "tests", ROOT / "tests" / "integration"):
         for init in sorted(base.rglob("__init__.py")):
             folder = init.parent.relative_to(base)
-            if not folder.parts or folder.parts[0] in SLOW_TESTS | {"project"}:
+            if not folder.parts or folder.parts[0] in SLOW_TESTS | {"project"} or folder == Path("bench"):
                 continue
             top, *rest = folder.parts
             package = homes.get(top, ROOT / top).joinpath(*rest)
