@@ -24,10 +24,12 @@ The rules, in the order `decide` applies them (docs/runbook.md has every reason)
 5. Up, ahead, on demand: the request rate, smoothed with Holt's linear trend and forecast
    one cold start ahead (at most FORECAST_MAX_RISE above the rate now), over the capacity
    learnt per replica (`_learn_capacity`), each replica run at RATE_FILL of it
-   (`DemandRising`). Learnt on one fleet, it sizes another as a pool (`_Capacity`,
-   POOL_BETA). Starting replicas count, so scale-ups never stack; a wrong forecast
-   costs at most one step. Not while a drained backlog is in the rate's window: the rate
-   counts requests as they finish, and would count the backlog as demand.
+   (`DemandRising`). The rate counts requests as they finish, so in a surge it reads what the
+   replicas get through: the queue's growth since the last tick is added (`_queue_growth`).
+   Learnt on one fleet, the capacity sizes another as a pool (`_Capacity`, POOL_BETA).
+   Starting replicas count, so scale-ups never stack; a wrong forecast costs at most one
+   step. Not while a drained backlog is in the rate's window: it would count the backlog as
+   demand.
 6. Stop what a burst started and no longer needs: replicas still starting (they serve
    nothing) beyond what the rate and its forecast need and the ready ones, while p95 TTFT is
    within the SLO and nothing waits beyond its target (`ScaledDown`, within the scale-down
@@ -241,6 +243,10 @@ class Memory(Model):
         float | None,
         Field(ge=0, description="Requests waiting at the last tick with metrics: whether the queue grows or drains."),
     ] = None
+    queue_depth_at: Annotated[
+        AwareDatetime | None,
+        Field(description="When queue_depth was scraped: the queue grows over the time between scrapes, not ticks."),
+    ] = None
     capacity_rps: Annotated[
         float | None,
         Field(
@@ -342,9 +348,9 @@ def decide(
         return tick.finish(bounds.max, Reason.ABOVE_MAX_REPLICAS, why, tick.remember(bounds.max))
 
     load = _read(observed, now, stale_after)
-    previous_waiting = tick.memory.queue_depth
-    queue_depth = load.waiting if isinstance(load, _Load) else None
-    tick = replace(tick, memory=tick.memory.model_copy(update={"queue_depth": queue_depth}))
+    previous_waiting, previous_scrape = tick.memory.queue_depth, tick.memory.queue_depth_at
+    queue_depth, scraped = (load.waiting, observed.metrics_at) if isinstance(load, _Load) else (None, None)
+    tick = replace(tick, memory=tick.memory.model_copy(update={"queue_depth": queue_depth, "queue_depth_at": scraped}))
     if not isinstance(load, _Load):
         return _hold_without_data(tick, *load)
 
@@ -358,6 +364,7 @@ def decide(
     # Sized from the memory this tick starts with (what was learnt before it), so a tick's own
     # readings move the count one way only: more load, never fewer replicas.
     demand = _smooth_demand(tick.memory, load.rate, now, spec.cold_start_seconds, ttft_window)
+    demand = replace(demand, surge=_queue_growth(previous_waiting, previous_scrape, load.waiting, scraped))
     capacity = _Capacity.remembered(tick.memory, spec, observed.ready_replicas)
     over_slo = load.ttft is not None and load.ttft > slo
     # Only waiting is fixed by replicas. Without the queue-time signal (older engines) a breach is
@@ -571,6 +578,8 @@ class _Demand:
     since: datetime | None = None
     warm: bool = False
     """Whether the rate has been seen for a whole window: before that, rate() counts a part of it."""
+    surge: float = 0.0
+    """Requests per second the queue grew by since the last tick (``_queue_growth``): arrivals not in ``rate``."""
 
     def memory_update(self, now: datetime) -> dict[str, object]:
         if self.level is None:
@@ -594,13 +603,14 @@ class _Demand:
         removing replicas: a rate that jitters must not hold them), else from the higher of rate and level."""
         if capacity is None or self.level is None or self.rate is None or self.forecast is None or not self.warm:
             return None
-        now = capacity.replicas_for(self.level if smooth else max(self.rate, self.level), fill)
+        now = capacity.replicas_for(self.level if smooth else max(self.rate + self.surge, self.level), fill)
         ahead = capacity.replicas_for(self.forecast, fill)
         # A forecast that was wrong costs at most one step beyond what today's rate needs (or the replicas
         # ready now). Counted from the ready ones: counted from all, a forecast still above them while its
         # step starts added a second step on top, and a third on the next tick.
         replicas = min(max(now, ahead), max(now, ready) + max_step)
-        return _Sized(replicas, self.rate, self.forecast, capacity.at(replicas), self.horizon_s)
+        surge = 0.0 if smooth else self.surge
+        return _Sized(replicas, self.rate, self.forecast, capacity.at(replicas), self.horizon_s, surge)
 
 
 @dataclass(frozen=True)
@@ -611,6 +621,7 @@ class _Sized:
     capacity: float
     """The rate per replica in a fleet of ``replicas``."""
     horizon_s: float
+    surge: float = 0.0
 
     def describe(self) -> str:
         ahead = (
@@ -618,7 +629,9 @@ class _Sized:
             if self.forecast > self.rate
             else ""
         )
-        return f"{_num2(self.rate)} req/s{ahead} at {_num2(self.capacity)} req/s per replica (run at {RATE_FILL:.0%})"
+        grew = f" + {_num2(self.surge)} req/s by which the queue grew" if self.surge > 0 else ""
+        per_replica = f"{_num2(self.capacity)} req/s per replica (run at {RATE_FILL:.0%})"
+        return f"{_num2(self.rate)} req/s{grew}{ahead} at {per_replica}"
 
 
 def _smooth_demand(memory: Memory, rate: float | None, now: datetime, horizon_s: float, window: timedelta) -> _Demand:
@@ -635,6 +648,21 @@ def _smooth_demand(memory: Memory, rate: float | None, now: datetime, horizon_s:
     # While the window fills, the rate rises for want of samples: that is no trend.
     new_trend = HOLT_BETA * (new_level - level) / dt + (1 - HOLT_BETA) * trend if warm else 0.0
     return _Demand(rate, new_level, new_trend, horizon_s, since=since, warm=warm)
+
+
+def _queue_growth(
+    previous: float | None, previous_at: datetime | None, waiting: float, scraped: datetime | None
+) -> float:
+    """Requests per second by which the queue grew since the last scrape read: arrivals the request rate misses.
+
+    The rate counts requests as they finish. While they arrive faster than the replicas finish them (a surge,
+    every seat busy), it reads the replicas' throughput, not the demand, and sized from it alone a fleet grows
+    one replica at a time behind the surge. What arrives is what finishes plus what piles up.
+    """
+    if previous is None or previous_at is None or scraped is None or waiting <= previous:
+        return 0.0
+    seconds = (scraped - previous_at).total_seconds()
+    return (waiting - previous) / seconds if seconds > 0 else 0.0  # two ticks may read the same scrape
 
 
 def _learn_capacity(

@@ -23,7 +23,9 @@ from tests.e2e.test_engines import endpoints, prometheus, runner  # noqa: F401
 from tests.e2e.test_scaling import ISVC, scaling_operator  # noqa: F401
 
 WRITER = "someone-else"  # the other field manager
-TIMES = ["lastScaleTime", "readyChangedAt", "backlogSeenAt", "backlogClearedAt", "demandAt", "rateSince"]
+TIMES = [
+    "lastScaleTime", "readyChangedAt", "backlogSeenAt", "backlogClearedAt", "queueDepthAt", "demandAt", "rateSince",
+]  # fmt: skip
 NUMBERS = ["readyReplicas", "queueDepth", "capacityRps", "capacityReplicas", "demandLevel", "sloKneePerReplica"]
 WINDOWS = ["scaleUpWindow", "scaleDownWindow"]
 

@@ -453,6 +453,7 @@ def test_memory_survives_a_restart_through_status_json() -> None:
         "lastScaleDirection",
         "readyReplicas",
         "queueDepth",
+        "queueDepthAt",
     }
     assert stored["scaleDownWindow"] == [{"time": "2026-01-01T12:00:00Z", "replicas": 4}]
 
@@ -537,6 +538,23 @@ def test_demand_sizes_from_the_learnt_capacity_with_starting_replicas_counted() 
     # Two replicas already starting make up the need: nothing is stacked on them.
     starting = _timed(4, ttft=0.4, queue_time=0.0, rate=4.0, running=6, starting=2)
     assert _decide(starting, memory.model_copy(update={"ready_replicas": 2})).replicas == 4
+
+
+def test_a_queue_that_grows_counts_as_demand_the_finished_rate_misses() -> None:
+    # Every seat busy (2 x 16 running): the rate (requests finished, 1.6 req/s) is what the replicas get through,
+    # which 2 carry at 1 req/s a replica learnt on 2. The queue grew from none to 6 since the scrape the last
+    # tick read, 15 s before this one's: 0.4 req/s more arrive than finish, 2 req/s in all, which need 3.
+    memory = _settled(2, capacity_rps=1.0, capacity_replicas=2, demand_level=1.6, demand_trend=0.0,
+                      demand_at=_ago(15), rate_since=_ago(600), queue_depth=0.0, queue_depth_at=_ago(15))  # fmt: skip
+    full = _timed(2, ttft=0.4, queue_time=0.0, rate=1.6, running=32, waiting=6)
+    decision = _decide(full, memory)
+    assert (decision.replicas, decision.reason) == (3, Reason.DEMAND_RISING)
+    assert "1.6 req/s + 0.4 req/s by which the queue grew" in decision.message
+    assert (decision.memory.queue_depth, decision.memory.queue_depth_at) == (6, T0)
+    # Over 30 s between scrapes (ticks may come faster or slower than them), the same growth is 0.2 req/s: 2 fit.
+    assert _decide(full, memory.model_copy(update={"queue_depth_at": _ago(30)})).replicas == 2
+    # The same queue, no longer growing: the rate is the demand, and 2 replicas carry it.
+    assert _decide(full, memory.model_copy(update={"queue_depth": 6.0})).replicas == 2
 
 
 def test_a_rate_learnt_on_a_small_fleet_sizes_a_larger_one_as_a_pool() -> None:
