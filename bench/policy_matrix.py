@@ -13,7 +13,7 @@ cells: each trace on a10g at 1 s and 3 s, and on h100 at 1 s. As a user would, e
 criterion only where one request alone meets it).
 
 One line per cell, then a last line ``cells=N within_1.15x_oracle=K within_1.15x_reactive=Q attainment_met=A
-dominated=D runaway=R``:
+shortfall=S dominated=D runaway=R``:
 
 * ``within_1.15x_oracle``: the policy's GPU-seconds at most 1.15x what the oracle's schedule (planned
   with the future) costs at the attainment the policy reached (``gpu_vs_oracle``);
@@ -22,6 +22,8 @@ dominated=D runaway=R``:
   oracle and within this is one where the oracle's lead is foresight;
 * ``attainment_met``: feasible SLO attainment (``slo_attainment_feasible``: the requests an idle engine
   serves within the SLO) at least the oracle's less 1 point, and at least 95% wherever the oracle got there;
+* ``shortfall``: the points of attainment below that floor, summed over the cells that miss it (0.0 when all
+  meet it): how far, where ``attainment_met`` says only how many;
 * ``dominated``: cells where a baseline (not the oracle) is no dearer and attains at least as much, and is
   better in one of the two;
 * ``runaway``: cells where the SLO is unattainable (more than 5% of the requests miss it even on an idle
@@ -189,6 +191,7 @@ def judge(comparison: Comparison) -> dict[str, Any]:
         "reactive_ratio": reactive,
         "within_reactive": reactive is not None and reactive <= GPU_TARGET,
         "attainment_met": attained >= floor,
+        "shortfall": max(0.0, floor - attained),
         "attainment": attained,
         "oracle_attainment": oracle_attained,
         "dominated_by": better,
@@ -302,7 +305,7 @@ def main() -> int:
     started = time.perf_counter()
     report: dict[str, Any] = {}
     counts = {"cells": 0, "within": 0, "within_reactive": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
-    replica_seconds, excess = 0.0, Counter[str]()
+    replica_seconds, excess, shortfall = 0.0, Counter[str](), 0.0
     # The kept comparisons are those of these sources and these policies.
     key = reuse_key(policies) if args.reuse else ""
     for trace_name, arrivals in traces(args.traces.split(",")).items():
@@ -322,6 +325,7 @@ def main() -> int:
             counts["within"] += verdict["within"]
             counts["within_reactive"] += verdict["within_reactive"]
             counts["attainment_met"] += verdict["attainment_met"]
+            shortfall += verdict["shortfall"]
             counts["dominated"] += bool(verdict["dominated_by"])
             counts["runaway"] += verdict["runaway"]
             cell_total, cell_excess = excess_over_oracle(comparison)
@@ -365,7 +369,8 @@ def main() -> int:
     print(
         f"cells={counts['cells']} within_{GPU_TARGET}x_oracle={counts['within']} "
         f"within_{GPU_TARGET}x_reactive={counts['within_reactive']} "
-        f"attainment_met={counts['attainment_met']} dominated={counts['dominated']} runaway={counts['runaway']}"
+        f"attainment_met={counts['attainment_met']} shortfall={shortfall * 100:.1f} "
+        f"dominated={counts['dominated']} runaway={counts['runaway']}"
     )
     return 0
 
