@@ -557,6 +557,22 @@ def test_a_queue_that_grows_counts_as_demand_the_finished_rate_misses() -> None:
     assert _decide(full, memory.model_copy(update={"queue_depth": 6.0})).replicas == 2
 
 
+def test_two_replicas_are_kept_while_one_alone_would_run_above_half_its_rate() -> None:
+    # A replica serves 1 req/s alone. At 0.7 req/s one would do (at 81%, the fill a scale-down asks for), but a
+    # burst of twice the load before a new one is ready would break it: two are kept, and the message says why.
+    def settled_at(level: float) -> Memory:
+        return _settled(2, capacity_rps=1.0, capacity_replicas=1, demand_level=level, demand_trend=0.0,
+                        demand_at=_ago(15), rate_since=_ago(600),
+                        scale_down_window=(Recommendation(time=_ago(600), replicas=2),))  # fmt: skip
+
+    busy = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=0.7, running=2), settled_at(0.7))
+    assert (busy.replicas, busy.reason) == (2, Reason.STEADY)
+    assert "one alone would run at 70% of its rate" in busy.message
+    # At 0.4 req/s one replica alone runs at 40%: it takes a burst of twice the load.
+    quiet = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=0.4, running=2), settled_at(0.4))
+    assert (quiet.replicas, quiet.reason) == (1, Reason.SCALED_DOWN)
+
+
 def test_a_rate_learnt_on_a_small_fleet_sizes_a_larger_one_as_a_pool() -> None:
     # Behind a least-request balancer a larger fleet serves more per replica. 1 req/s a replica learnt on 2
     # replicas: 8 req/s at 90% would be 9 replicas each serving as those 2 did, but a pool of 6 carries it
