@@ -25,7 +25,7 @@ The rules, in the order `decide` applies them (docs/runbook.md has every reason)
    one cold start ahead (at most FORECAST_MAX_RISE above the rate now), over the capacity
    learnt per replica (`_learn_capacity`), each replica run at RATE_FILL of it
    (`DemandRising`). The rate counts requests as they finish, so in a surge it reads what the
-   replicas get through: the queue's growth since the last tick is added (`_queue_growth`).
+   replicas get through: the queue's growth between scrapes is added (`_queue_growth`).
    Learnt on one fleet, the capacity sizes another as a pool (`_Capacity`, POOL_BETA).
    Starting replicas count, so scale-ups never stack; a wrong forecast costs at most one
    step. Not while a drained backlog is in the rate's window: it would count the backlog as
@@ -582,7 +582,7 @@ class _Demand:
     warm: bool = False
     """Whether the rate has been seen for a whole window: before that, rate() counts a part of it."""
     surge: float = 0.0
-    """Requests per second the queue grew by since the last tick (``_queue_growth``): arrivals not in ``rate``."""
+    """Requests per second the queue grew by between scrapes (``_queue_growth``): arrivals not in ``rate``."""
 
     def memory_update(self, now: datetime) -> dict[str, object]:
         if self.level is None:
