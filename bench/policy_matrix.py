@@ -6,7 +6,8 @@ skipped with a note when ``shared/traces`` is not beside the repository) and two
 ``loadgen.traffic.synthetic`` that have the shape the policy is judged on elsewhere: short prompts (about
 1-1.5k tokens median) and bursty arrivals (Gamma gaps, CV 2.5-3). ``random-SEED`` (e.g. ``--traces
 random-1,random-2``; ``random-4..22`` for a range) adds an hour of a shape drawn from the seed
-(``loadgen.traffic.synthetic.random_hour``), for checking a change on traffic it was not tuned on. The
+(``loadgen.traffic.synthetic.random_hour``), and ``wander-SEED`` an hour whose rate drifts instead
+(``wandering_hour``), for checking a change on traffic it was not tuned on. The
 cells: each trace on a10g at 1 s and 3 s, and on h100 at 1 s. As a user would, each cell pins
 ``maxConcurrency`` at the knee ``loadgen knee`` finds for the profile on the trace's own requests
 (``loadgen.client.knee.sweep_simulated``: the same sweep and criterion in simulated time; the SLO joins the
@@ -61,7 +62,7 @@ from loadgen.engine.profiles import EngineProfile, get_profile
 from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for, rerun
 from loadgen.fleet.policies import BOUNDS, POLICY_NAMES, refused_requests
 from loadgen.traffic.shapes import Arrival, Lognormal
-from loadgen.traffic.synthetic import random_hour, synthetic_arrivals
+from loadgen.traffic.synthetic import random_hour, synthetic_arrivals, wandering_hour
 from loadgen.traffic.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +72,8 @@ POLICY_ONLY_SOURCES = ("operator/inferscale/policy.py", "operator/inferscale/aut
 GPU_TARGET = 1.15
 ATTAINMENT_SLACK = 0.01
 UNATTAINABLE_SHARE = 0.05
+# Hours drawn from a seed: ramps, steps and spikes, or a rate that wanders.
+RANDOM_FAMILIES = {"random": random_hour, "wander": wandering_hour}
 
 
 @dataclass(frozen=True)
@@ -117,15 +120,22 @@ def spikes() -> list[Arrival]:
 
 
 def expand(names: Sequence[str]) -> list[str]:
-    """The trace names, with ``random-A..B`` standing for random-A to random-B."""
+    """The trace names, with ``random-A..B`` standing for random-A to random-B (and ``wander-A..B`` alike)."""
     out: list[str] = []
     for name in names:
-        first, dots, last = name.removeprefix("random-").partition("..")
-        if name.startswith("random-") and dots and first.isdigit() and last.isdigit():
-            out += [f"random-{seed}" for seed in range(int(first), int(last) + 1)]
+        family, _, seeds = name.partition("-")
+        first, dots, last = seeds.partition("..")
+        if family in RANDOM_FAMILIES and dots and first.isdigit() and last.isdigit():
+            out += [f"{family}-{seed}" for seed in range(int(first), int(last) + 1)]
         else:
             out.append(name)
     return out
+
+
+def _drawn(name: str) -> tuple[str, list[Arrival]] | None:
+    """``(description, arrivals)`` of a name like ``random-4`` or ``wander-2``, None for any other name."""
+    family, _, seed = name.partition("-")
+    return RANDOM_FAMILIES[family](int(seed)) if family in RANDOM_FAMILIES and seed.isdigit() else None
 
 
 def traces(names: Sequence[str]) -> dict[str, list[Arrival]]:
@@ -140,13 +150,13 @@ def traces(names: Sequence[str]) -> dict[str, list[Arrival]]:
             out[name] = burst_day()
         elif name == "spikes":
             out[name] = spikes()
-        elif name.startswith("random-") and name.removeprefix("random-").isdigit():
-            description, out[name] = random_hour(int(name.removeprefix("random-")))
+        elif (drawn := _drawn(name)) is not None:
+            description, out[name] = drawn
             print(f"# {name}: {description}", flush=True)
         else:
             raise SystemExit(
                 f"unknown trace {name!r}; known: mooncake-conversation, burst-day, spikes, "
-                "random-SEED (e.g. random-1) or random-A..B (a range)"
+                "random-SEED or wander-SEED (e.g. random-1), random-A..B or wander-A..B (a range)"
             )
     return out
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import random
 import sys
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from loadgen.traffic.shapes import Arrival, LengthDist, Lognormal, Segment, build_schedule, parse_length
 
-__all__ = ["DEFAULT_KNOTS", "Piecewise", "random_hour", "synthetic_arrivals", "write_trace"]
+__all__ = ["DEFAULT_KNOTS", "Piecewise", "random_hour", "synthetic_arrivals", "wandering_hour", "write_trace"]
 
 DEFAULT_KNOTS: tuple[tuple[float, float], ...] = (
     (0.0, 1.5),  # night
@@ -119,14 +120,47 @@ def random_hour(seed: int, *, duration: float = 3600.0) -> tuple[str, list[Arriv
         new = min(8.0, max(0.5, level * rng.uniform(0.4, 2.5)))
         knots += [(t, level), (t + 0.01, new)] if kind == "step" else [(t, new)]
         level = new
-    prompt = Lognormal(median=round(rng.uniform(900, 1600)), sigma=round(rng.uniform(0.8, 1.1), 2), max=16384)
-    output = Lognormal(median=round(rng.uniform(120, 300)), sigma=round(rng.uniform(0.7, 1.0), 2), max=2048)
-    cv = round(rng.uniform(1.5, 3.5), 2)
+    prompt, output, cv = _chat_requests(rng)
     kept = tuple((at, rate) for at, rate in knots if at < duration)
     counts = " ".join(f"{kind}s={events.count(kind)}" for kind in ("ramp", "step", "spike"))
     description = f"random hour {seed}: {counts}, peak {max(rate for _, rate in kept):.1f} req/s, CV {cv}"
     arrivals = synthetic_arrivals(duration=duration, knots=kept, seed=seed, prompt=prompt, output=output, cv=cv)
     return description, arrivals
+
+
+def wandering_hour(seed: int, *, duration: float = 3600.0) -> tuple[str, list[Arrival]]:
+    """Another shape nobody tuned for: ``(description, arrivals)`` of an hour whose rate wanders.
+
+    Where ``random_hour`` moves by ramps, steps and spikes, production traffic mostly drifts: the rate here
+    is a mean-reverting random walk of its logarithm (Ornstein-Uhlenbeck, reverting to a level of 1-6 req/s
+    over 5-20 minutes, with a spread of 25-60%), sampled every 30 s and joined linearly, within 0.3-12
+    req/s. Requests and burstiness are drawn as in ``random_hour``.
+    """
+    rng = random.Random(seed)
+    level = math.log(rng.uniform(1.0, 6.0))
+    revert_s = rng.uniform(300.0, 1200.0)
+    spread = rng.uniform(0.25, 0.6)
+    step = 30.0
+    keep = math.exp(-step / revert_s)
+    log_rate, knots = level + rng.gauss(0.0, spread), []
+    for i in range(int(duration // step) + 1):
+        knots.append((i * step, min(12.0, max(0.3, math.exp(log_rate)))))
+        log_rate = level + (log_rate - level) * keep + rng.gauss(0.0, spread * math.sqrt(1.0 - keep * keep))
+    prompt, output, cv = _chat_requests(rng)
+    rates = [rate for _, rate in knots]
+    description = (
+        f"wandering hour {seed}: level {math.exp(level):.1f} req/s, spread {spread:.0%} over {revert_s / 60:.0f} min,"
+        f" {min(rates):.1f}-{max(rates):.1f} req/s, CV {cv}"
+    )
+    arrivals = synthetic_arrivals(duration=duration, knots=knots, seed=seed, prompt=prompt, output=output, cv=cv)
+    return description, arrivals
+
+
+def _chat_requests(rng: random.Random) -> tuple[Lognormal, Lognormal, float]:
+    """Prompt and output lengths of chat-length requests (prompt median 0.9-1.6k tokens), and a burstiness."""
+    prompt = Lognormal(median=round(rng.uniform(900, 1600)), sigma=round(rng.uniform(0.8, 1.1), 2), max=16384)
+    output = Lognormal(median=round(rng.uniform(120, 300)), sigma=round(rng.uniform(0.7, 1.0), 2), max=2048)
+    return prompt, output, round(rng.uniform(1.5, 3.5), 2)
 
 
 def write_trace(arrivals: Sequence[Arrival], path: str | Path) -> Path:

@@ -202,3 +202,15 @@ def test_a_random_hour_is_the_same_for_a_seed_and_another_for_another() -> None:
     per_minute = [sum(60 * m <= t < 60 * (m + 1) for t in times) / 60 for m in range(60)]
     assert max(per_minute) < 12 * 2 and statistics.mean(per_minute) > 0.5
     assert 700 < statistics.median(a.prompt_tokens for a in arrivals) < 1800
+
+
+def test_a_wandering_hour_drifts_within_its_bounds_and_is_the_same_for_a_seed() -> None:
+    description, arrivals = synthetic_trace.wandering_hour(3)
+    assert (description, arrivals) == synthetic_trace.wandering_hour(3)
+    assert description.startswith("wandering hour 3: level ") and arrivals != synthetic_trace.wandering_hour(4)[1]
+    times = [a.send_time for a in arrivals]
+    assert times == sorted(times) and times[0] >= 0 and times[-1] < 3600
+    # The rate drifts: ten-minute means differ, and none leaves the 0.3-12 req/s band by more than the bursts do.
+    per_ten = [sum(600 * m <= t < 600 * (m + 1) for t in times) / 600 for m in range(6)]
+    assert max(per_ten) > 1.3 * min(per_ten) and min(per_ten) > 0.3 / 2 and max(per_ten) < 12
+    assert 700 < statistics.median(a.prompt_tokens for a in arrivals) < 1800
