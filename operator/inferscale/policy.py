@@ -1085,12 +1085,16 @@ class _Tick:
         self, replicas: int, reason: Reason, why: str, memory: Memory, *, limited_by: Limit | None = None
     ) -> Decision:
         current = self.observed.current_replicas
-        if replicas != current:
-            direction = Direction.UP if replicas > current else Direction.DOWN
-            memory = memory.model_copy(update={"last_scale_time": self.now, "last_scale_direction": direction})
-            message = f"{why}: scaling {current} -> {replicas}."
-        else:
+        # Stopping replicas still starting leaves the ready ones as they were: the scale-up they were part of
+        # stays the last move (a scale-down would tell `_learn_rate` that the replicas left are fewer).
+        stops_starting = current > replicas >= self.observed.ready_replicas
+        if replicas == current:
             message = f"{why}: holding {_replicas(current)}."
+        else:
+            message = f"{why}: scaling {current} -> {replicas}."
+            if not stops_starting:
+                direction = Direction.UP if replicas > current else Direction.DOWN
+                memory = memory.model_copy(update={"last_scale_time": self.now, "last_scale_direction": direction})
         return Decision(
             replicas=replicas,
             reason=reason,

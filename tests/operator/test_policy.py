@@ -663,6 +663,21 @@ def test_starting_replicas_are_kept_in_a_small_fleet_or_while_the_slo_breaks() -
     assert decide(spec, seen, adopt(spec, memory, 9, T0), T0).replicas == 9
 
 
+def test_stopping_replicas_still_starting_is_not_a_scale_down_the_learnt_rate_answers_for() -> None:
+    spec = _spec(replicas={"min": 1, "max": 16})
+    # The 6th replica of the burst's scale-up became ready 15 s ago; the 3 still starting are stopped.
+    seen, memory = _after_a_burst(6, 3, rate=4.0)
+    stopped = decide(spec, seen, memory.model_copy(update={"ready_changed_at": _ago(15)}), T0)
+    assert (stopped.replicas, stopped.reason) == (6, Reason.SCALED_DOWN)
+    assert (stopped.memory.last_scale_direction, stopped.memory.last_scale_time) == (Direction.UP, _ago(60))
+    # 30 s on, p95 TTFT is over its target on busy seats, while the window still holds the fleet of 5: the lag
+    # of the scale-up, not the 6 replicas failing at 0.67 req/s each (learnt: about 1 req/s). The rate stays.
+    busy = _timed(6, ttft=1.15, queue_time=0.05, prefill_p95=0.3, rate=4.0, running=30)
+    learnt = stopped.memory.capacity_rps
+    assert learnt is not None and learnt > 1.0
+    assert decide(spec, busy, stopped.memory, T0 + timedelta(seconds=30)).memory.capacity_rps == learnt
+
+
 def test_capacity_is_lowered_when_requests_wait_at_the_rate_it_promised() -> None:
     memory = _settled(2, capacity_rps=2.0, demand_level=3.0, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
     decision = _decide(_timed(2, ttft=0.9, queue_time=0.4, rate=3.0, running=16), memory)
