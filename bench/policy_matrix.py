@@ -14,7 +14,7 @@ cells: each trace on a10g at 1 s and 3 s, and on h100 at 1 s. As a user would, e
 criterion only where one request alone meets it).
 
 One line per cell, then a last line ``cells=N within_1.15x_oracle=K within_1.15x_reactive=Q attainment_met=A
-shortfall=S dominated=D runaway=R``:
+shortfall=S dominated=D runaway=R needs_foresight=F reachable_missed=M``:
 
 * ``within_1.15x_oracle``: the policy's GPU-seconds at most 1.15x what the oracle's schedule (planned
   with the future) costs at the attainment the policy reached (``gpu_vs_oracle``);
@@ -28,7 +28,12 @@ shortfall=S dominated=D runaway=R``:
 * ``dominated``: cells where a baseline (not the oracle) is no dearer and attains at least as much, and is
   better in one of the two;
 * ``runaway``: cells where the SLO is unattainable (more than 5% of the requests miss it even on an idle
-  engine) and the policy spent more GPU-seconds than static-peak.
+  engine) and the policy spent more GPU-seconds than static-peak;
+* ``needs_foresight``: cells where no run of the reactive bound reaches the attainment floor within 1.15x
+  what the oracle spends at the same attainment (each cell's ``reactive_at_floor``: the least such ratio, or
+  ``none`` when no run reaches the floor). There, the two targets together ask for knowing the future;
+* ``reachable_missed``: the other cells where the policy misses the 1.15x or the attainment target: what
+  reacting well would win.
 
     .venv/bin/python bench/policy_matrix.py [--ceiling knee|profile] [--cells a10g-1s,h100-1s] [--traces burst-day]
                                             [--reuse DIR]
@@ -192,6 +197,7 @@ def judge(comparison: Comparison) -> dict[str, Any]:
         and (s["slo_attainment_feasible"] or 0.0) >= attained
         and (s["gpu_seconds"] < 0.99 * ours["gpu_seconds"] or (s["slo_attainment_feasible"] or 0.0) > attained + 1e-3)
     ]
+    at_floor = reaction_at_floor(comparison, floor)
     static = summaries.get("static-peak")
     runaway = unattainable and static is not None and ours["gpu_seconds"] > static["gpu_seconds"]
     unattainable_said = any(row.reason == "SLOUnattainable" for row in comparison.results["inferscale"].timeseries)
@@ -208,7 +214,23 @@ def judge(comparison: Comparison) -> dict[str, Any]:
         "unattainable": unattainable,
         "unattainable_said": unattainable_said,
         "runaway": runaway,
+        "reactive_at_floor": at_floor,
+        "needs_foresight": comparison.reactive is not None and (at_floor is None or at_floor > GPU_TARGET),
     }
+
+
+def reaction_at_floor(comparison: Comparison, floor: float) -> float | None:
+    """The least GPU-seconds, over what the oracle spends at the same attainment, among the reactive bound's
+    runs that reach ``floor``: what exact reaction, without foresight, costs there. None when none reaches it."""
+    reactive, oracle = comparison.reactive, comparison.oracle
+    if reactive is None or oracle is None:
+        return None
+    ratios = []
+    for gpu_seconds, attained in reactive.frontier:
+        cost, _ = oracle.gpu_seconds_at(attained)
+        if attained >= floor and cost > 0:
+            ratios.append(gpu_seconds / cost)
+    return min(ratios, default=None)
 
 
 def excess_over_oracle(comparison: Comparison) -> tuple[float, Counter[str]]:
@@ -314,7 +336,7 @@ def main() -> int:
     policies = chosen_policies(args.policies.split(","))
     started = time.perf_counter()
     report: dict[str, Any] = {}
-    counts = {"cells": 0, "within": 0, "within_reactive": 0, "attainment_met": 0, "dominated": 0, "runaway": 0}
+    counts = Counter[str]()
     replica_seconds, excess, shortfall = 0.0, Counter[str](), 0.0
     # The kept comparisons are those of these sources and these policies.
     key = reuse_key(policies) if args.reuse else ""
@@ -338,6 +360,9 @@ def main() -> int:
             shortfall += verdict["shortfall"]
             counts["dominated"] += bool(verdict["dominated_by"])
             counts["runaway"] += verdict["runaway"]
+            counts["needs_foresight"] += verdict["needs_foresight"]
+            missed = not (verdict["within"] and verdict["attainment_met"])
+            counts["reachable_missed"] += missed and not verdict["needs_foresight"]
             cell_total, cell_excess = excess_over_oracle(comparison)
             replica_seconds += cell_total
             excess.update(cell_excess)
@@ -348,6 +373,7 @@ def main() -> int:
             )
             ratio = "-" if verdict["ratio"] is None else f"{verdict['ratio']:.2f}"
             vs_reactive = "-" if verdict["reactive_ratio"] is None else f"{verdict['reactive_ratio']:.2f}"
+            at_floor = "none" if verdict["reactive_at_floor"] is None else f"{verdict['reactive_at_floor']:.2f}"
             bound = summaries.get("reactive")
             reacting = (
                 ""
@@ -364,7 +390,8 @@ def main() -> int:
                 f"within={verdict['within']} attainment_met={verdict['attainment_met']} "
                 f"dominated_by={','.join(verdict['dominated_by']) or '-'} "
                 f"unattainable={verdict['unattainable']} said={verdict['unattainable_said']} "
-                f"runaway={verdict['runaway']} ({time.perf_counter() - t0:.0f}s{', baselines kept' if reused else ''})",
+                f"runaway={verdict['runaway']} reactive_at_floor={at_floor} "
+                f"({time.perf_counter() - t0:.0f}s{', baselines kept' if reused else ''})",
                 flush=True,
             )
             report[f"{trace_name}/{cell.name}"] = {"verdict": verdict, "summaries": summaries}
@@ -380,7 +407,8 @@ def main() -> int:
         f"cells={counts['cells']} within_{GPU_TARGET}x_oracle={counts['within']} "
         f"within_{GPU_TARGET}x_reactive={counts['within_reactive']} "
         f"attainment_met={counts['attainment_met']} shortfall={shortfall * 100:.1f} "
-        f"dominated={counts['dominated']} runaway={counts['runaway']}"
+        f"dominated={counts['dominated']} runaway={counts['runaway']} "
+        f"needs_foresight={counts['needs_foresight']} reachable_missed={counts['reachable_missed']}"
     )
     return 0
 

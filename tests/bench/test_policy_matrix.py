@@ -18,6 +18,8 @@ class _Cell:
     oracle_attained: float
     feasible: tuple[int, ...] = tuple(range(100))
     results: dict[str, Any] = field(default_factory=lambda: {"inferscale": _Run()})
+    oracle: _Plan | None = None
+    reactive: _Plan | None = None
 
     def summaries(self) -> dict[str, dict[str, Any]]:
         def summary(attained: float) -> dict[str, Any]:
@@ -30,6 +32,17 @@ class _Cell:
 @dataclass
 class _Run:
     timeseries: tuple[()] = ()
+
+
+@dataclass
+class _Plan:
+    """A bound's runs, ``(gpu_seconds, attainment)``; at an attainment between them, the dearer one's cost."""
+
+    frontier: tuple[tuple[float, float], ...]
+
+    def gpu_seconds_at(self, attainment: float) -> tuple[float, bool]:
+        reached = [cost for cost, attained in self.frontier if attained >= attainment]
+        return (min(reached), True) if reached else (self.frontier[-1][0], False)
 
 
 @pytest.mark.parametrize(
@@ -55,3 +68,28 @@ def test_trace_names_expand_ranges_of_either_random_family_and_refuse_the_unknow
     assert set(policy_matrix.traces(["wander-1", "random-1"])) == {"wander-1", "random-1"}
     with pytest.raises(SystemExit, match="unknown trace 'drift-1'"):
         policy_matrix.traces(["drift-1"])
+
+
+ORACLE = _Plan(((80.0, 0.95), (100.0, 0.97), (110.0, 0.99)))
+
+
+@pytest.mark.parametrize(
+    ("reactive", "at_floor", "needs_foresight"),
+    [
+        # The floor is 96.3%. Reacting exactly reaches it at 97% for 112 GPU-s, where the oracle spends 100.
+        (((90.0, 0.94), (112.0, 0.97)), 1.12, False),
+        # It reaches it only at 99%, for 140 where the oracle spends 110: the targets together need foresight.
+        (((90.0, 0.94), (140.0, 0.99)), 140 / 110, True),
+        # None of its runs reaches the floor.
+        (((90.0, 0.94), (150.0, 0.96)), None, True),
+    ],
+)
+def test_a_cell_where_even_exact_reaction_misses_the_targets_needs_foresight(
+    reactive: tuple[tuple[float, float], ...], at_floor: float | None, needs_foresight: bool
+) -> None:
+    cell = _Cell(0.97, 0.973, oracle=ORACLE, reactive=_Plan(reactive))
+    verdict = policy_matrix.judge(cell)  # type: ignore[arg-type]
+    assert verdict["reactive_at_floor"] == (None if at_floor is None else pytest.approx(at_floor))
+    assert verdict["needs_foresight"] is needs_foresight
+    # Without a reactive run there is nothing to say either way.
+    assert policy_matrix.judge(_Cell(0.97, 0.973, oracle=ORACLE))["needs_foresight"] is False  # type: ignore[arg-type]
