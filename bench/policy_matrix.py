@@ -56,7 +56,7 @@ import os
 import pickle
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,7 +233,7 @@ def reaction_at_floor(comparison: Comparison, floor: float) -> float | None:
     return min(ratios, default=None)
 
 
-def excess_over_oracle(comparison: Comparison) -> tuple[float, Counter[str]]:
+def excess_over_oracle(comparison: Comparison) -> tuple[float, dict[str, float]]:
     """The policy's replica-seconds, and those above the oracle's count at the same moment by what held them.
 
     Each tick's count lasts until the next tick and is put down to that tick's reason; a hold by the
@@ -242,7 +242,7 @@ def excess_over_oracle(comparison: Comparison) -> tuple[float, Counter[str]]:
     """
     rows, oracle = comparison.results["inferscale"].timeseries, comparison.results["oracle"].timeseries
     oracle_times = [row.t for row in oracle]
-    total, excess = 0.0, Counter[str]()
+    total, excess = 0.0, defaultdict[str, float](float)
     for row, following in itertools.pairwise(rows):
         span = following.t - row.t
         total += row.replicas * span
@@ -337,7 +337,7 @@ def main() -> int:
     started = time.perf_counter()
     report: dict[str, Any] = {}
     counts = Counter[str]()
-    replica_seconds, excess, shortfall = 0.0, Counter[str](), 0.0
+    replica_seconds, excess, shortfall = 0.0, defaultdict[str, float](float), 0.0
     # The kept comparisons are those of these sources and these policies.
     key = reuse_key(policies) if args.reuse else ""
     for trace_name, arrivals in traces(args.traces.split(",")).items():
@@ -365,7 +365,8 @@ def main() -> int:
             counts["reachable_missed"] += missed and not verdict["needs_foresight"]
             cell_total, cell_excess = excess_over_oracle(comparison)
             replica_seconds += cell_total
-            excess.update(cell_excess)
+            for held_by, seconds in cell_excess.items():
+                excess[held_by] += seconds
             others = " ".join(
                 f"{name}={s['gpu_seconds']:.0f}/{(s['slo_attainment_feasible'] or 0) * 100:.1f}%"
                 for name, s in summaries.items()
@@ -401,7 +402,8 @@ def main() -> int:
     if replica_seconds > 0:
         # Where the replica-seconds above the oracle's schedule went, over every cell.
         share = sum(excess.values()) / replica_seconds
-        held = ", ".join(f"{reason} {seconds / replica_seconds:.1%}" for reason, seconds in excess.most_common())
+        most_first = sorted(excess.items(), key=lambda item: -item[1])
+        held = ", ".join(f"{reason} {seconds / replica_seconds:.1%}" for reason, seconds in most_first)
         print(f"above_oracle={share:.1%} of inferscale's replica-seconds, held by: {held}")
     print(
         f"cells={counts['cells']} within_{GPU_TARGET}x_oracle={counts['within']} "
