@@ -198,6 +198,8 @@ def judge(comparison: Comparison) -> dict[str, Any]:
         and (s["gpu_seconds"] < 0.99 * ours["gpu_seconds"] or (s["slo_attainment_feasible"] or 0.0) > attained + 1e-3)
     ]
     at_floor = reaction_at_floor(comparison, floor)
+    # Without both bounds' runs there is nothing to say either way; with them, None is no run reaching the floor.
+    bounds_ran = comparison.reactive is not None and comparison.oracle is not None
     static = summaries.get("static-peak")
     runaway = unattainable and static is not None and ours["gpu_seconds"] > static["gpu_seconds"]
     unattainable_said = any(row.reason == "SLOUnattainable" for row in comparison.results["inferscale"].timeseries)
@@ -215,7 +217,7 @@ def judge(comparison: Comparison) -> dict[str, Any]:
         "unattainable_said": unattainable_said,
         "runaway": runaway,
         "reactive_at_floor": at_floor,
-        "needs_foresight": comparison.reactive is not None and (at_floor is None or at_floor > GPU_TARGET),
+        "needs_foresight": bounds_ran and (at_floor is None or at_floor > GPU_TARGET),
     }
 
 
@@ -227,8 +229,10 @@ def reaction_at_floor(comparison: Comparison, floor: float) -> float | None:
         return None
     ratios = []
     for gpu_seconds, attained in reactive.frontier:
+        if attained < floor:
+            continue
         cost, _ = oracle.gpu_seconds_at(attained)
-        if attained >= floor and cost > 0:
+        if cost > 0:
             ratios.append(gpu_seconds / cost)
     return min(ratios, default=None)
 

@@ -91,5 +91,7 @@ def test_a_cell_where_even_exact_reaction_misses_the_targets_needs_foresight(
     verdict = policy_matrix.judge(cell)  # type: ignore[arg-type]
     assert verdict["reactive_at_floor"] == (None if at_floor is None else pytest.approx(at_floor))
     assert verdict["needs_foresight"] is needs_foresight
-    # Without a reactive run there is nothing to say either way.
+    # Without a reactive run, or an oracle to hold it against, there is nothing to say either way.
     assert policy_matrix.judge(_Cell(0.97, 0.973, oracle=ORACLE))["needs_foresight"] is False  # type: ignore[arg-type]
+    unmeasured = _Cell(0.97, 0.973, reactive=_Plan(reactive))
+    assert policy_matrix.judge(unmeasured)["needs_foresight"] is False  # type: ignore[arg-type]
