@@ -3,9 +3,9 @@
 The matrix gives a cell's totals (GPU-seconds and attainment against the oracle, the reactive bound and the
 baselines). This prints the cell's hour in spans of ``--every`` seconds, so that the minutes in which the
 policy ran more replicas than the oracle, or lost requests the oracle served, can be read beside what the
-policy had learnt then. It gets the cell as the matrix does (``policy_matrix.run_cell`` on the matrix's
+policy had learnt then. It gets the cell as the matrix does (``matrix_cells.run_cell`` on the matrix's
 traces and cells). With ``--reuse DIR``, a comparison the matrix kept in DIR is found under the same name
-(``policy_matrix.kept_name``), and only the operator's policy runs again. A cell not kept yet is run in full
+(``matrix_cells.kept_name``), and only the operator's policy runs again. A cell not kept yet is run in full
 and kept there.
 
 One line per span, between ``--from`` and ``--to`` (seconds; by default the whole trace, up to the end of the
@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from policy_matrix import CELLS, chosen_policies, kept_name, requests_key, reuse_key, run_cell, traces
+from matrix_cells import CELLS, chosen_policies, kept_name, requests_key, reuse_key, run_cell, traces
 
 from loadgen.fleet.compare import Comparison, inferscale_policy
 from loadgen.fleet.policies import POLICY_NAMES, InferscalePolicy

@@ -1,5 +1,5 @@
 """The benches are scripts, not a package: run as ``python bench/X.py`` their folder is on ``sys.path``, which is
-how ``bench/timeline.py`` imports its sibling ``policy_matrix``. The tests import them the same way."""
+how ``bench/timeline.py`` imports its sibling ``matrix_cells``. The tests import them the same way."""
 
 from __future__ import annotations
 

@@ -62,14 +62,6 @@ def test_a_cell_below_its_attainment_floor_says_by_how_much(
     assert verdict["shortfall"] == pytest.approx(shortfall)
 
 
-def test_trace_names_expand_ranges_of_either_random_family_and_refuse_the_unknown() -> None:
-    names = ["spikes", "random-2..3", "wander-1..2", "wander-7"]
-    assert policy_matrix.expand(names) == ["spikes", "random-2", "random-3", "wander-1", "wander-2", "wander-7"]
-    assert set(policy_matrix.traces(["wander-1", "random-1"])) == {"wander-1", "random-1"}
-    with pytest.raises(SystemExit, match="unknown trace 'drift-1'"):
-        policy_matrix.traces(["drift-1"])
-
-
 ORACLE = _Plan(((80.0, 0.95), (100.0, 0.97), (110.0, 0.99)))
 
 

@@ -10,7 +10,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import policy_matrix
+import matrix_cells
 import pytest
 import timeline
 
@@ -207,10 +207,10 @@ def test_a_cell_the_matrix_kept_is_found_and_only_the_policy_runs_again(
 ) -> None:
     comparison, arrivals = spike
     # Kept as policy_matrix.py --reuse keeps it (the matrix's traces are hours long: a short one stands in).
-    cell = policy_matrix.CELLS[0]
-    policies = policy_matrix.chosen_policies(POLICY_NAMES)
-    key, requests = policy_matrix.reuse_key(policies), policy_matrix.requests_key(arrivals)
-    kept = tmp_path / policy_matrix.kept_name("short", cell, "knee", key, requests)
+    cell = matrix_cells.CELLS[0]
+    policies = matrix_cells.chosen_policies(POLICY_NAMES)
+    key, requests = matrix_cells.reuse_key(policies), matrix_cells.requests_key(arrivals)
+    kept = tmp_path / matrix_cells.kept_name("short", cell, "knee", key, requests)
     kept.write_bytes(pickle.dumps(comparison))
     monkeypatch.setattr(timeline, "traces", lambda names: {"short": arrivals} if names == ["short"] else {})
     argv = ["timeline.py", "--trace", "short", "--cell", cell.name, "--reuse", str(tmp_path), "--from", "120"]

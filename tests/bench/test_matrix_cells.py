@@ -1,0 +1,35 @@
+"""``bench/matrix_cells.py``: the matrix's traces and cells, and what ``--reuse`` keeps a cell's comparison
+under."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import matrix_cells
+import pytest
+
+
+def test_trace_names_expand_ranges_of_either_random_family_and_refuse_the_unknown() -> None:
+    names = ["spikes", "random-2..3", "wander-1..2", "wander-7"]
+    assert matrix_cells.expand(names) == ["spikes", "random-2", "random-3", "wander-1", "wander-2", "wander-7"]
+    assert set(matrix_cells.traces(["wander-1", "random-1"])) == {"wander-1", "random-1"}
+    with pytest.raises(SystemExit, match="unknown trace 'drift-1'"):
+        matrix_cells.traces(["drift-1"])
+
+
+def test_a_change_to_the_report_keeps_the_kept_cells_and_one_to_the_cells_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A cell is kept under a digest of what its baselines run: the traces and cells (bench/matrix_cells.py), not
+    # the verdicts and the printing of policy_matrix.py. Each is read as if edited, one at a time.
+    before = matrix_cells.baseline_digest()
+    read_bytes = Path.read_bytes
+
+    def edited(name: str) -> Callable[[Path], bytes]:
+        return lambda path: read_bytes(path) + (b"\n# edited\n" if path.name == name else b"")
+
+    monkeypatch.setattr(Path, "read_bytes", edited("policy_matrix.py"))
+    assert matrix_cells.baseline_digest() == before
+    monkeypatch.setattr(Path, "read_bytes", edited("matrix_cells.py"))
+    assert matrix_cells.baseline_digest() != before
