@@ -8,6 +8,9 @@ traces and cells). With ``--reuse DIR``, a comparison the matrix kept in DIR is 
 (``matrix_cells.kept_name``), and only the operator's policy runs again. A cell not kept yet is run in full
 and kept there.
 
+The first line names the cell and ends with ``pools_rps``: the rate pools of each size measured held at the
+SLO on this hour (``Comparison.capacity``; the pool's rate, divide by its size for each replica's).
+
 One line per span, between ``--from`` and ``--to`` (seconds; by default the whole trace, up to the end of the
 span that holds the last request):
 
@@ -401,7 +404,8 @@ def main() -> int:
     settings = comparison.settings
     print(
         f"# {trace_name} {cell.name} ceiling={settings.spec.max_concurrency} slo={settings.slo_ttft_s:g}s "
-        f"engine={settings.profile.name} ({time.perf_counter() - started:.0f}s{', baselines kept' if reused else ''})",
+        f"engine={settings.profile.name} pools_rps={{{comparison.capacity.curve()}}} "
+        f"({time.perf_counter() - started:.0f}s{', baselines kept' if reused else ''})",
         flush=True,
     )
     if args.ticks:

@@ -384,9 +384,8 @@ def compare(
             workload, profile, slo, up_to_rps=peak, requests=settings.capacity_requests, seed=settings.seed
         )
         walls["capacity"] = time.perf_counter() - started
-        curve = ", ".join(f"{k}: {rps:.2f}" for k, rps in sorted(capacity.pool_rps.items()))
         say(
-            f"capacity at p95 TTFT <= {slo:g}s, req/s by pool size: {curve} "
+            f"capacity at p95 TTFT <= {slo:g}s, req/s by pool size: {capacity.curve()} "
             f"({capacity.trials} trials, {walls['capacity']:.1f}s)"
         )
         bounds = spec.replicas
@@ -528,12 +527,11 @@ def format_table(comparison: Comparison) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     first = next(iter(summaries.values()))
     settings = comparison.settings
-    curve = ", ".join(f"{k}: {rps:.2f}" for k, rps in sorted(comparison.capacity.pool_rps.items()))
     lines.append(
         f"{first['requests']} requests, {first['rejected']} refused by the engine (longer than max_model_len "
         f"{settings.profile.max_model_len}; left out of SLO attainment); SLO p95 TTFT <= {settings.slo_ttft_s:g}s; "
         f"engine {settings.profile.name} (max_num_seqs {settings.profile.max_num_seqs}); peak "
-        f"{comparison.peak_rate:.2f} req/s; capacity at the SLO, req/s by pool size: {curve}"
+        f"{comparison.peak_rate:.2f} req/s; capacity at the SLO, req/s by pool size: {comparison.capacity.curve()}"
     )
     return "\n".join(lines)
 

@@ -355,6 +355,10 @@ class Capacity:
     infeasible_share: float
     """Share of the workload's requests whose TTFT on an idle engine already exceeds the SLO."""
 
+    def curve(self) -> str:
+        """The measured pools as ``size: req/s`` (the pool's rate, not each replica's), smallest first."""
+        return ", ".join(f"{k}: {rps:.2f}" for k, rps in sorted(self.pool_rps.items()))
+
     @property
     def per_replica_rps(self) -> float:
         """What one replica alone holds (0: not even at a trickle of this workload)."""

@@ -218,5 +218,7 @@ def test_a_cell_the_matrix_kept_is_found_and_only_the_policy_runs_again(
     assert timeline.main() == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"# short {cell.name} ceiling=") and out[0].endswith(", baselines kept)")
+    # What the simulator measured pools of each size to hold, beside what the policy learnt.
+    assert f"pools_rps={{{comparison.capacity.curve()}}}" in out[0]
     assert [line.split()[0] for line in out[1:-1]] == ["time", "02:00", "03:00"]
     assert out[-1] == timeline.format_totals(timeline.totals(comparison, arrivals, 120.0, 240.0))

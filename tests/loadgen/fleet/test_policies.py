@@ -173,6 +173,11 @@ def test_capacity_interpolates_per_replica_and_never_extrapolates_up() -> None:
     assert [capacity.replicas_for(r) for r in (0.0, 1.0, 1.01, 3.0, 5.25, 5.3, 8.0, 20.0)] == [1, 1, 2, 2, 3, 4, 4, 10]
 
 
+def test_capacity_reads_as_each_pools_rate_smallest_first() -> None:
+    # Measured out of order; printed by ``loadgen simulate`` and ``bench/timeline.py`` as the pools' own rates.
+    assert Capacity({4: 8.0, 1: 1.0, 2: 3.25}, 1.0, "x", 0, 0.0).curve() == "1: 1.00, 2: 3.25, 4: 8.00"
+
+
 def test_pools_that_hold_nothing_are_never_enough() -> None:
     # Bursts of simultaneous long prompts: one or two replicas miss the SLO at any rate, four hold 3 req/s.
     capacity = Capacity({1: 0.0, 2: 0.0, 4: 3.0, 8: 10.0}, 2.0, "x", 0, 0.0)
