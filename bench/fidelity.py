@@ -52,7 +52,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,13 +112,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _collect(model: EngineModel, first: dict[int, float], done: dict[int, float], until: float | None = None) -> None:
+def _collect(
+    model: EngineModel, first: dict[Hashable, float], done: dict[Hashable, float], until: float | None = None
+) -> None:
     while (t := model.next_event_time()) is not None and (until is None or t <= until):
         for event in model.advance(t):
             if isinstance(event, FirstToken):
-                first[int(event.request_id)] = event.t
+                first[event.request_id] = event.t
             elif isinstance(event, Finished):
-                done[int(event.request_id)] = event.t
+                done[event.request_id] = event.t
 
 
 def burst(
@@ -134,8 +136,8 @@ def burst(
     base = model.counters.submitted
     for i, (p, o) in enumerate(zip(prompts, outputs, strict=True)):
         model.submit(base + i, p, max(1, o), at=at)
-    first: dict[int, float] = {}
-    done: dict[int, float] = {}
+    first: dict[Hashable, float] = {}
+    done: dict[Hashable, float] = {}
     _collect(model, first, done)
     n = len(prompts)
     ids_ = range(base, base + n)
@@ -157,8 +159,8 @@ def closed_loop(
     model = model or EngineModel(profile, token_events=False)
     base = model.counters.submitted
     sent: dict[int, float] = {}
-    first: dict[int, float] = {}
-    done: dict[int, float] = {}
+    first: dict[Hashable, float] = {}
+    done: dict[Hashable, float] = {}
     # Clients spread over one request's length, as a closed loop settles into (identical requests started
     # together would stay in lockstep, every prompt queued behind all the others).
     prompt, output = statistics.fmean(prompts), statistics.fmean(outputs)
@@ -182,9 +184,9 @@ def closed_loop(
             break
         for event in model.advance(t):
             if isinstance(event, FirstToken):
-                first[int(event.request_id)] = event.t
+                first[event.request_id] = event.t
             elif isinstance(event, Finished):
-                done[int(event.request_id)] = event.t
+                done[event.request_id] = event.t
                 if next_id < requests:
                     send(event.t)
     ids_ = range(base, base + requests)
@@ -212,8 +214,8 @@ def poisson(
     model = model or EngineModel(profile, token_events=False)
     base = model.counters.submitted
     sent: list[float] = []
-    first: dict[int, float] = {}
-    done: dict[int, float] = {}
+    first: dict[Hashable, float] = {}
+    done: dict[Hashable, float] = {}
     t = at
     for i, (p, o) in enumerate(zip(prompts, outputs, strict=True)):
         t += rng.expovariate(rate)
@@ -482,7 +484,7 @@ def main() -> int:
         if (only and cond.row not in only) or (args.profile and cond.profile != args.profile):
             continue
         base = get_profile(cond.profile)
-        profile = base.with_overrides(**cond.flags) if cond.flags else base  # type: ignore[arg-type]
+        profile = base.with_overrides(**cond.flags) if cond.flags else base
         result = cond.run(profile)
         for name, published, unit, measure in cond.figures:
             simulated = measure(result)

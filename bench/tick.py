@@ -469,7 +469,7 @@ def kopf_indexes(services: Sequence[Service], now: datetime) -> Indexes:
 
     isvcs: dict[Any, list[Any]] = {}
     deployments: dict[Any, list[int]] = {}
-    pods: dict[Any, list[tuple[str, str]]] = {}
+    pods: dict[Any, list[tuple[str, str, str | None]]] = {}
     earlier = (now - timedelta(hours=1)).isoformat()
     for svc in services:
         key = (svc.namespace, svc.name)

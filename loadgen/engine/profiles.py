@@ -104,8 +104,9 @@ class EngineProfile:
         """Seconds for one decode step with ``batch`` sequences (``batch`` >= 1)."""
         return self.decode_step_s + self.decode_growth_s * (batch - 1)
 
-    def prefill_time(self, tokens: int) -> float:
-        """Seconds of a step that computes ``tokens`` prompt tokens and decodes nothing (0 when none)."""
+    def prefill_time(self, tokens: float) -> float:
+        """Seconds of a step that computes ``tokens`` prompt tokens (a mean may be fractional) and decodes nothing
+        (0 when none)."""
         if tokens <= 0:
             return 0.0
         return self.prefill_overhead_s + tokens / self.prefill_rate_tps
