@@ -19,15 +19,16 @@ from loadgen.engine.profiles import EngineProfile, get_profile
 from loadgen.fleet.compare import Comparison, Settings, compare, default_spec, engine_for, rerun
 from loadgen.fleet.policies import BOUNDS, POLICY_NAMES, refused_requests
 from loadgen.traffic.shapes import Arrival, Lognormal
-from loadgen.traffic.synthetic import random_hour, synthetic_arrivals, wandering_hour
+from loadgen.traffic.synthetic import completion_hour, random_hour, synthetic_arrivals, wandering_hour
 from loadgen.traffic.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACE = ROOT.parent / "shared" / "traces" / "mooncake_conversation_2025.csv.gz"
 # Run only by the operator's own policy: a change to them leaves the other runs of a cell as they were.
 POLICY_ONLY_SOURCES = ("operator/inferscale/policy.py", "operator/inferscale/autoscaler.py")
-# Hours drawn from a seed: ramps, steps and spikes, or a rate that wanders.
-RANDOM_FAMILIES = {"random": random_hour, "wander": wandering_hour}
+# Hours drawn from a seed: ramps, steps and spikes, a rate that wanders, or code completions (long prompts,
+# short answers) that step and spike.
+RANDOM_FAMILIES = {"random": random_hour, "wander": wandering_hour, "code": completion_hour}
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ def spikes() -> list[Arrival]:
 
 
 def expand(names: Sequence[str]) -> list[str]:
-    """The trace names, with ``random-A..B`` standing for random-A to random-B (and ``wander-A..B`` alike)."""
+    """The trace names, with ``random-A..B`` standing for random-A to random-B (``wander-A..B`` and
+    ``code-A..B`` alike)."""
     out: list[str] = []
     for name in names:
         family, _, seeds = name.partition("-")
@@ -87,7 +89,7 @@ def expand(names: Sequence[str]) -> list[str]:
 
 
 def _drawn(name: str) -> tuple[str, list[Arrival]] | None:
-    """``(description, arrivals)`` of a name like ``random-4`` or ``wander-2``, None for any other name."""
+    """``(description, arrivals)`` of a name like ``random-4``, ``wander-2`` or ``code-3``, None for any other."""
     family, _, seed = name.partition("-")
     return RANDOM_FAMILIES[family](int(seed)) if family in RANDOM_FAMILIES and seed.isdigit() else None
 
@@ -110,7 +112,7 @@ def traces(names: Sequence[str]) -> dict[str, list[Arrival]]:
         else:
             raise SystemExit(
                 f"unknown trace {name!r}; known: mooncake-conversation, burst-day, spikes, "
-                "random-SEED or wander-SEED (e.g. random-1), random-A..B or wander-A..B (a range)"
+                "random-SEED, wander-SEED or code-SEED (e.g. random-1), random-A..B and the like (a range)"
             )
     return out
 

@@ -6,8 +6,9 @@ skipped with a note when ``shared/traces`` is not beside the repository) and two
 ``loadgen.traffic.synthetic`` that have the shape the policy is judged on elsewhere: short prompts (about
 1-1.5k tokens median) and bursty arrivals (Gamma gaps, CV 2.5-3). ``random-SEED`` (e.g. ``--traces
 random-1,random-2``; ``random-4..22`` for a range) adds an hour of a shape drawn from the seed
-(``loadgen.traffic.synthetic.random_hour``), and ``wander-SEED`` an hour whose rate drifts instead
-(``wandering_hour``), for checking a change on traffic it was not tuned on. The
+(``loadgen.traffic.synthetic.random_hour``), ``wander-SEED`` an hour whose rate drifts instead
+(``wandering_hour``), and ``code-SEED`` an hour of code completions, long prompts for short answers, that
+steps and spikes (``completion_hour``), for checking a change on traffic it was not tuned on. The
 cells: each trace on a10g at 1 s and 3 s, and on h100 at 1 s. As a user would, each cell pins
 ``maxConcurrency`` at the knee ``loadgen knee`` finds for the profile on the trace's own requests
 (``loadgen.client.knee.sweep_simulated``: the same sweep and criterion in simulated time; the SLO joins the

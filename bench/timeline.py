@@ -8,8 +8,8 @@ traces and cells). With ``--reuse DIR``, a comparison the matrix kept in DIR is 
 (``matrix_cells.kept_name``), and only the operator's policy runs again. A cell not kept yet is run in full
 and kept there.
 
-The first line names the cell and ends with ``pools_rps``: the rate pools of each size measured held at the
-SLO on this hour (``Comparison.capacity``; the pool's rate, divide by its size for each replica's).
+The first line names the cell and ends with ``pools_rps``: the rate that pools of each size were measured to
+hold at the SLO on this hour (``Comparison.capacity``; the pool's rate, divide by its size for each replica's).
 
 One line per span, between ``--from`` and ``--to`` (seconds; by default the whole trace, up to the end of the
 span that holds the last request):

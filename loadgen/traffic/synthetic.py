@@ -25,7 +25,15 @@ from pathlib import Path
 
 from loadgen.traffic.shapes import Arrival, LengthDist, Lognormal, Segment, build_schedule, parse_length
 
-__all__ = ["DEFAULT_KNOTS", "Piecewise", "random_hour", "synthetic_arrivals", "wandering_hour", "write_trace"]
+__all__ = [
+    "DEFAULT_KNOTS",
+    "Piecewise",
+    "completion_hour",
+    "random_hour",
+    "synthetic_arrivals",
+    "wandering_hour",
+    "write_trace",
+]
 
 DEFAULT_KNOTS: tuple[tuple[float, float], ...] = (
     (0.0, 1.5),  # night
@@ -103,7 +111,42 @@ def random_hour(seed: int, *, duration: float = 3600.0) -> tuple[str, list[Arriv
     a policy on traffic it was not tuned on (``bench/policy_matrix.py --traces random-SEED``).
     """
     rng = random.Random(seed)
-    level = rng.uniform(1.0, 5.0)
+    knots, events = _stepping_rate(rng, duration, start=(1.0, 5.0), low=0.5, high=8.0, peak=12.0)
+    prompt, output, cv = _chat_requests(rng)
+    description = f"random hour {seed}: {_counts(events)}, peak {max(rate for _, rate in knots):.1f} req/s, CV {cv}"
+    arrivals = synthetic_arrivals(duration=duration, knots=knots, seed=seed, prompt=prompt, output=output, cv=cv)
+    return description, arrivals
+
+
+def completion_hour(seed: int, *, duration: float = 3600.0) -> tuple[str, list[Arrival]]:
+    """A third shape nobody tuned for: ``(description, arrivals)`` of an hour of code completions.
+
+    Completion traffic (Azure's LLM inference traces, code) sends longer prompts for short answers: prompt
+    median 1.5-3k tokens, output median 15-60, so prefill is most of a request's time and, on a slow GPU,
+    of its p95 TTFT. Burstier than chat (Gamma gaps, CV 2-4), at a rate that steps, ramps and spikes as in
+    ``random_hour``: 1-14 req/s outside the spikes, at most 20 in them. Drawn from its own stream, so
+    ``code-N`` and ``random-N`` share no shape.
+    """
+    rng = random.Random(f"code-{seed}")
+    knots, events = _stepping_rate(rng, duration, start=(1.5, 8.0), low=1.0, high=14.0, peak=20.0)
+    prompt = Lognormal(median=round(rng.uniform(1500, 3000)), sigma=round(rng.uniform(0.7, 1.0), 2), max=16384)
+    output = Lognormal(median=round(rng.uniform(15, 60)), sigma=round(rng.uniform(0.8, 1.2), 2), max=512)
+    cv = round(rng.uniform(2.0, 4.0), 2)
+    description = (
+        f"code hour {seed}: {_counts(events)}, peak {max(rate for _, rate in knots):.1f} req/s, CV {cv}, "
+        f"prompt median {prompt.median}, output median {output.median}"
+    )
+    arrivals = synthetic_arrivals(duration=duration, knots=knots, seed=seed, prompt=prompt, output=output, cv=cv)
+    return description, arrivals
+
+
+def _stepping_rate(
+    rng: random.Random, duration: float, *, start: tuple[float, float], low: float, high: float, peak: float
+) -> tuple[tuple[tuple[float, float], ...], list[str]]:
+    """Rate knots that move every 2-10 minutes by a ramp or a step (x0.4-2.5, kept within ``low``-``high``)
+    or a spike (x1.5-3, at most ``peak``, for 20 s to 4 minutes), from a level drawn in ``start``; and the
+    moves, in order."""
+    level = rng.uniform(*start)
     knots, t, events = [(0.0, level)], 0.0, []
     while True:
         t += rng.uniform(120.0, 600.0)
@@ -113,19 +156,18 @@ def random_hour(seed: int, *, duration: float = 3600.0) -> tuple[str, list[Arriv
         events.append(kind)
         if kind == "spike":
             width = rng.uniform(20.0, 240.0)
-            peak = min(12.0, level * rng.uniform(1.5, 3.0))
-            knots += [(t, level), (t + 0.01, peak), (t + width, peak), (t + width + 0.01, level)]
+            top = min(peak, level * rng.uniform(1.5, 3.0))
+            knots += [(t, level), (t + 0.01, top), (t + width, top), (t + width + 0.01, level)]
             t += width + 0.01
             continue
-        new = min(8.0, max(0.5, level * rng.uniform(0.4, 2.5)))
+        new = min(high, max(low, level * rng.uniform(0.4, 2.5)))
         knots += [(t, level), (t + 0.01, new)] if kind == "step" else [(t, new)]
         level = new
-    prompt, output, cv = _chat_requests(rng)
-    kept = tuple((at, rate) for at, rate in knots if at < duration)
-    counts = " ".join(f"{kind}s={events.count(kind)}" for kind in ("ramp", "step", "spike"))
-    description = f"random hour {seed}: {counts}, peak {max(rate for _, rate in kept):.1f} req/s, CV {cv}"
-    arrivals = synthetic_arrivals(duration=duration, knots=kept, seed=seed, prompt=prompt, output=output, cv=cv)
-    return description, arrivals
+    return tuple((at, rate) for at, rate in knots if at < duration), events
+
+
+def _counts(events: list[str]) -> str:
+    return " ".join(f"{kind}s={events.count(kind)}" for kind in ("ramp", "step", "spike"))
 
 
 def wandering_hour(seed: int, *, duration: float = 3600.0) -> tuple[str, list[Arrival]]:

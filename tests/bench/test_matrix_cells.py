@@ -10,9 +10,10 @@ import matrix_cells
 import pytest
 
 
-def test_trace_names_expand_ranges_of_either_random_family_and_refuse_the_unknown() -> None:
-    names = ["spikes", "random-2..3", "wander-1..2", "wander-7"]
-    assert matrix_cells.expand(names) == ["spikes", "random-2", "random-3", "wander-1", "wander-2", "wander-7"]
+def test_trace_names_expand_ranges_of_each_drawn_family_and_refuse_the_unknown() -> None:
+    names = ["spikes", "random-2..3", "wander-1..2", "wander-7", "code-3..4"]
+    expanded = ["spikes", "random-2", "random-3", "wander-1", "wander-2", "wander-7", "code-3", "code-4"]
+    assert matrix_cells.expand(names) == expanded
     assert set(matrix_cells.traces(["wander-1", "random-1"])) == {"wander-1", "random-1"}
     with pytest.raises(SystemExit, match="unknown trace 'drift-1'"):
         matrix_cells.traces(["drift-1"])

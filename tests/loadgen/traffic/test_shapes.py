@@ -204,6 +204,21 @@ def test_a_random_hour_is_the_same_for_a_seed_and_another_for_another() -> None:
     assert 700 < statistics.median(a.prompt_tokens for a in arrivals) < 1800
 
 
+def test_a_code_hour_sends_long_prompts_for_short_answers_and_shares_no_shape_with_a_random_hour() -> None:
+    description, arrivals = synthetic_trace.completion_hour(4)
+    assert (description, arrivals) == synthetic_trace.completion_hour(4)
+    assert description.startswith("code hour 4: ") and "output median" in description
+    assert arrivals != synthetic_trace.completion_hour(5)[1]
+    assert [a.send_time for a in arrivals[:50]] != [a.send_time for a in synthetic_trace.random_hour(4)[1][:50]]
+    times = [a.send_time for a in arrivals]
+    assert times == sorted(times) and times[0] >= 0 and times[-1] < 3600
+    per_minute = [sum(60 * m <= t < 60 * (m + 1) for t in times) / 60 for m in range(60)]
+    assert max(per_minute) < 20 * 2 and statistics.mean(per_minute) > 1.0
+    # Prefill is most of each request: prompts of 1.5-3k tokens (median), answers of tens of tokens.
+    assert 1200 < statistics.median(a.prompt_tokens for a in arrivals) < 3600
+    assert statistics.median(a.max_tokens for a in arrivals) < 80
+
+
 def test_a_wandering_hour_drifts_within_its_bounds_and_is_the_same_for_a_seed() -> None:
     description, arrivals = synthetic_trace.wandering_hour(3)
     assert (description, arrivals) == synthetic_trace.wandering_hour(3)
