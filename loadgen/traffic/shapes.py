@@ -309,13 +309,17 @@ def arrival_times(
         gap = lambda: rng.gammavariate(k, 1 / k)  # noqa: E731
     target = gap() if poisson else 0.0
     passed = 0.0  # expected arrivals before the current segment
+    last = 0.0
     for seg in shape.segments(duration):
         mass = seg.mass
         while target < passed + mass:
-            t = seg.time_at(target - passed)
+            # Bursty gaps can be a few ulps of the expected count, and the rounding of a ramp's root can then
+            # step back: an arrival never comes before the one drawn before it (simulate requires the order).
+            t = max(seg.time_at(target - passed), last)
             if t >= duration:
                 return
             yield t
+            last = t
             target += gap() if poisson else 1.0
         passed += mass
 
