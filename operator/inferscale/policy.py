@@ -79,8 +79,8 @@ BUSY_SEATS = 0.25
 # time, and at least MIN_QUEUE_SHARE of the SLO. Waiting is what replicas fix; a TTFT breach with less
 # waiting than that is prefill, which no replica count shortens. Where the mean prefill leaves next to no
 # slack, the requests an idle engine still serves within the SLO are those that barely fit, and a wait too
-# short to move the mean much costs them the SLO: on code-completion hours at a10g 1 s, a floor of 4% left
-# more of them below the floor of feasible attainment than 3% (bench/README, 2026-12-07, later).
+# short to move the mean much costs them the SLO: on code-completion hours at a10g 1 s, more cells kept
+# their floor of feasible attainment with 3% than with 4% (bench/README, 2026-12-07, later).
 QUEUE_SHARE = 0.1
 MIN_QUEUE_SHARE = 0.03
 # Size so each replica runs at most this share of the request rate it was seen to serve within the SLO.
