@@ -85,8 +85,8 @@ QUEUE_SHARE = 0.1
 MIN_QUEUE_SHARE = 0.03
 # Size so each replica runs at most this share of the request rate it was seen to serve within the SLO.
 RATE_FILL = 0.9
-# How the learnt rate follows the pressure (``_pressure``): x pressure ** -gain per tick, faster down than up
-# and within the step bounds, and only while replicas serve at least CAPACITY_REACH of it.
+# How the learnt rate follows the pressure (``_pressure``): x pressure ** -gain per STEP_SECONDS, faster down
+# than up and within the step bounds, and only while replicas serve at least CAPACITY_REACH of it.
 CAPACITY_GAIN_DOWN = 0.3
 CAPACITY_GAIN_UP = 0.1
 CAPACITY_STEP_DOWN = 0.8
@@ -111,9 +111,14 @@ TTFT_TARGET = 0.8
 # 2 is at the low end, where pooling is assumed smaller than it is, so a wrong beta errs towards replicas.
 # Behind a balancer that does not look at the load (spec.scaling.loadBalancing Random) replicas do not pool: 0.
 POOL_BETA = 2.0
-# Holt's linear trend on the request rate: smoothing of its level and of its trend.
+# Holt's linear trend on the request rate: smoothing of its level and of its trend, per STEP_SECONDS.
 HOLT_ALPHA = 0.5
 HOLT_BETA = 0.3
+# The learnt rate's steps and Holt's smoothing are per this many seconds, the default tick they were measured at
+# (settings.SCALING.tick_seconds). Counted in time, not ticks: an operator ticking every 5 s or every 60 s
+# (INFERSCALE_TICK_SECONDS) learns and smooths as fast as one ticking every 15 s, not three times faster or
+# four times slower. A tick moves the learnt rate at most one p95 window's worth: the evidence is one window.
+STEP_SECONDS = 15.0
 # The forecast one cold start ahead is at most this many times the rate now.
 FORECAST_MAX_RISE = 1.2
 # Replicas still starting are stopped when the demand that asked for them has gone, only in a fleet of at least
@@ -584,6 +589,8 @@ class _Demand:
     since: datetime | None = None
     warm: bool = False
     """Whether the rate has been seen for a whole window: before that, rate() counts a part of it."""
+    steps: float = 0.0
+    """STEP_SECONDS since the rate was last smoothed (0 when it starts afresh): how far this tick moves things."""
     surge: float = 0.0
     """Requests per second the queue grew by between scrapes (``_queue_growth``): arrivals not in ``rate``."""
 
@@ -656,11 +663,14 @@ def _smooth_demand(memory: Memory, rate: float | None, now: datetime, horizon_s:
     since = memory.rate_since or now
     warm = now - since >= window
     dt = (now - at).total_seconds()
+    steps = dt / STEP_SECONDS
     projected = level + trend * dt
-    new_level = max(0.0, HOLT_ALPHA * rate + (1 - HOLT_ALPHA) * projected)
+    # What the past keeps after ``steps`` (1 - alpha a step): the same weight in time whatever the tick.
+    level_kept, trend_kept = _compound(1 - HOLT_ALPHA, steps), _compound(1 - HOLT_BETA, steps)
+    new_level = max(0.0, (1 - level_kept) * rate + level_kept * projected)
     # While the window fills, the rate rises for want of samples: that is no trend.
-    new_trend = HOLT_BETA * (new_level - level) / dt + (1 - HOLT_BETA) * trend if warm else 0.0
-    return _Demand(rate, new_level, new_trend, horizon_s, since=since, warm=warm)
+    new_trend = (1 - trend_kept) * (new_level - level) / dt + trend_kept * trend if warm else 0.0
+    return _Demand(rate, new_level, new_trend, horizon_s, since=since, warm=warm, steps=steps)
 
 
 def _not_alone(sized: _Sized | None, demand: _Demand, capacity: _Capacity | None) -> _Sized | None:
@@ -731,6 +741,7 @@ def _learn_rate(
     if pressure is None or not (steady or grown or shrunk):
         return capacity
     per_replica = load.rate / ready
+    steps = min(demand.steps, tick.ttft_window.total_seconds() / STEP_SECONDS)
     # What the evidence says one replica serves at the target: the rate served, extrapolated by how far
     # below the target it runs (a fleet started for the peak runs far below it, and its bare rate per
     # replica would be learnt as the capacity: a third of the truth on an a10g at a 3 s SLO).
@@ -742,7 +753,7 @@ def _learn_rate(
             # A breach while the fleet grows is the lag of a cold start, and one above the learnt rate (a
             # burst the replicas were not sized for) is expected: neither says the rate is too high.
             return capacity
-        lowered = capacity * max(CAPACITY_STEP_DOWN, float(pressure**-CAPACITY_GAIN_DOWN))
+        lowered = capacity * _compound(max(CAPACITY_STEP_DOWN, float(pressure**-CAPACITY_GAIN_DOWN)), steps)
         busy = load.running >= BUSY_SEATS * tick.spec.max_concurrency * ready
         rising = demand.forecast is not None and demand.forecast > load.rate * (1 + TOLERANCE)
         if shrunk and busy and not rising and load.waiting <= queue_target:
@@ -754,7 +765,7 @@ def _learn_rate(
             # The rate counts requests as they finish, so it lags the arrivals of a burst: far below the learnt
             # rate, or with a backlog in the window, a breach does not say where the replicas break.
             return capacity
-        # Lowered at most 20% a tick and never below half the rate served now: the replicas serve it, if
+        # Lowered at most 20% a step and never below half the rate served now: the replicas serve it, if
         # too slowly, and a backlog's long waits must not collapse the estimate.
         return min(capacity, max(lowered, per_replica / 2))
     if shrunk or not tick.backlog_settled:
@@ -773,7 +784,7 @@ def _learn_rate(
     if per_replica < CAPACITY_REACH * capacity and capacity >= reach:
         return capacity
     if load.waiting <= queue_target:
-        raised = capacity * min(CAPACITY_STEP_UP, float(max(pressure, 0.25) ** -CAPACITY_GAIN_UP))
+        raised = capacity * _compound(min(CAPACITY_STEP_UP, float(max(pressure, 0.25) ** -CAPACITY_GAIN_UP)), steps)
         return max(capacity, min(raised, reach))
     return capacity
 
@@ -1195,6 +1206,11 @@ def _lowest(window: tuple[Recommendation, ...], recommended: int) -> int:
 
 
 # --- arithmetic and wording -------------------------------------------------------
+
+
+def _compound(factor: float, steps: float) -> float:
+    """A factor per STEP_SECONDS, over ``steps`` of them (a fraction for a tick shorter than one)."""
+    return float(factor**steps)
 
 
 def _ceil(value: float) -> int:

@@ -833,3 +833,24 @@ def test_an_engine_without_ttft_is_not_held_for_a_ttft_it_never_exports() -> Non
 def test_an_engine_without_ttft_keeps_replicas_while_its_seats_are_busy() -> None:
     decision = _decide(_no_ttft(2, waiting=2, running=30))
     assert (decision.replicas, decision.reason) == (2, Reason.STEADY)
+
+
+def test_the_learnt_and_the_smoothed_rate_move_with_time_not_with_ticks() -> None:
+    # The lightly loaded fleet above (learnt at 0.6 req/s a replica, raised 10% per 15 s) while the rate rises
+    # from a smoothed 2.0 to 2.4 req/s: an operator ticking every 5 s learns and smooths as far in 30 s as one
+    # ticking every 15 s (INFERSCALE_TICK_SECONDS), not three times as far.
+    def after_30s(tick_seconds: int, rate_seen_for: int) -> Memory:
+        memory = _settled(4, capacity_rps=0.6, demand_level=2.0, demand_trend=0.0, demand_at=_ago(tick_seconds),
+                          rate_since=_ago(rate_seen_for))  # fmt: skip
+        for k in range(30 // tick_seconds):
+            now = T0 + timedelta(seconds=k * tick_seconds)
+            seen = _timed(4, ttft=0.3, queue_time=0.0, prefill_p95=0.3, rate=2.4, running=4, at=now)
+            memory = decide(_spec(), seen, memory, now).memory
+        return memory
+
+    assert after_30s(15, 600).capacity_rps == pytest.approx(0.6 * 1.1**2)
+    assert after_30s(5, 600).capacity_rps == pytest.approx(0.6 * 1.1**2)
+    # Half the level's weight goes to the newest rate every 15 s: 2.0 -> 2.2 -> 2.3 (a rate seen for less than
+    # a window has no trend yet, so the level alone moves).
+    assert after_30s(15, 30).demand_level == pytest.approx(2.3)
+    assert after_30s(5, 30).demand_level == pytest.approx(2.3)
