@@ -797,8 +797,12 @@ def _pressure(load: _Load, slo: float, unattainable: str | None) -> float | None
     against its budget (``wait_budget``).
     """
     budget = load.wait_budget(slo)
-    if unattainable is None and load.ttft is not None:
-        floor = load.prefill_p95 or 0.0
+    floor = load.prefill_p95 or 0.0
+    # Every request's TTFT holds its prefill, so a p95 TTFT below the prefill's p95 is a prefill quantile
+    # interpolated inside a bucket wider than the prefills (vLLM's start at 0.3 s): the floor is unknown, and
+    # the tail read against it says 0 whatever the waits. A fleet of two that learnt from that 0 how much
+    # one replica serves learnt twice the truth (a held-out h100 hour, bench/README 2026-12-07, night).
+    if unattainable is None and load.ttft is not None and load.ttft >= floor:
         allowed = TTFT_TARGET * slo - floor
         if allowed > budget:
             return max(load.ttft - floor, 0.0) / allowed

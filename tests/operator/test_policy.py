@@ -743,6 +743,18 @@ def test_replicas_near_their_target_never_learn_the_rate_one_fewer_would_need() 
     assert _decide(near, memory).memory.capacity_rps == 2.5
 
 
+def test_a_tail_below_the_prefills_own_p95_is_read_by_the_queue_time() -> None:
+    # 2 replicas at 1.8 req/s each, learnt at 2.5. A p95 TTFT of 0.24 s under a prefill p95 of 0.285 s cannot
+    # be: that prefill quantile is interpolated inside vLLM's first bucket (0.3 s), and the tail read against
+    # it says 0. Requests wait 0.035 s of their 0.04 s: one replica fewer is not tried.
+    memory = _settled(2, capacity_rps=2.5, demand_level=3.6, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
+    waits = _timed(2, ttft=0.24, queue_time=0.035, prefill_p95=0.285, rate=3.6, running=8)
+    assert _decide(waits, memory).memory.capacity_rps == 2.5
+    # Nothing waits: as idle as it looks, and one fewer is worth a try (raised 10%).
+    idle = _timed(2, ttft=0.24, queue_time=0.0, prefill_p95=0.285, rate=3.6, running=8)
+    assert _decide(idle, memory).memory.capacity_rps == pytest.approx(2.75)
+
+
 def test_a_scale_down_that_breaks_the_target_teaches_the_rate_it_broke_at() -> None:
     # Learnt at 7 req/s a replica, the fleet went down to 2 replicas for 8 req/s; 30 s later, both busy and
     # nothing queued, p95 TTFT is 1.15 s where the target leaves 0.96 s: 4 req/s each is already too much.
