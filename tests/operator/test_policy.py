@@ -211,6 +211,27 @@ def test_replicas_just_ready_drain_the_backlog_before_more_are_added() -> None:
     assert (settled.replicas, settled.reason) == (8, Reason.QUEUE_GROWING)
 
 
+def test_replicas_ready_since_the_last_tick_get_a_tick_to_take_their_share() -> None:
+    # The last tick read 88 waiting on 2; 2 more are ready now, and the queue read now was scraped before
+    # they took their share: sizing from it would stack a step on top of the one that just arrived.
+    before = _settled(2, queue_depth=88)
+    decision = _decide(_seen(4, waiting=88, running=64, ttft=5.0), before)
+    assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
+    assert decision.message == (
+        "88 requests waiting on 4 ready replicas (target 4 per replica), but 2 of them became ready since the "
+        "last tick and have not taken their share yet: holding 4 replicas."
+    )
+    # One tick only: a queue that has not moved once they have had it adds replicas.
+    after = _decide(_seen(4, waiting=88, running=64, ttft=5.0), decision.memory)
+    assert after.reason is Reason.QUEUE_GROWING
+    assert after.replicas > 4
+    # One replica more in a fleet of 8 is not a third of it: a queue it cannot take adds replicas at once.
+    spec = _spec(replicas={"min": 1, "max": 16})
+    surge = decide(spec, _seen(8, waiting=88, running=128, ttft=5.0), _settled(7, queue_depth=80), T0)
+    assert surge.reason is Reason.QUEUE_GROWING
+    assert surge.replicas > 8
+
+
 def test_a_drained_backlogs_waits_in_the_p95_window_do_not_size_a_scale_up() -> None:
     # The queue was over its target 70 s ago and emptied 45 s ago; its requests' long waits are
     # still in the 120 s p95 window, though nothing waits now.
