@@ -27,8 +27,9 @@ span that holds the last request):
 * ``reason``: the most frequent reason among inferscale's decisions in the span.
 
 ``--ticks`` prints one line per inferscale tick in the span instead: replicas asked for and ready, the
-requests waiting and running, the p95 TTFT the policy read, the finished-request rate it read, the learnt
-capacity, the reason, and the decision's message in full.
+requests waiting and running, the p95 TTFT the policy read, the prefill's p95 (``prefill_p95``, the floor
+the policy reads the tail of TTFT above) and the mean wait before prefill (``waited``) it read, the
+finished-request rate it read, the learnt capacity, the reason, and the decision's message in full.
 
 The learnt capacity is not in the run's time series. To get it, the policy is run once more as the
 comparison ran it (``loadgen.fleet.compare.inferscale_policy``), and its memory is read after each
@@ -75,6 +76,10 @@ class Learnt:
     """The fleet size that rate was learnt on (``Memory.capacity_replicas``; None: the ready replicas then)."""
     request_rate: float | None
     """Requests finished per second over the TTFT window (``FleetView.request_rate``; None: no ready replica)."""
+    prefill_p95: float | None = None
+    """The prefill's p95 the policy read (``FleetView.prefill_p95``): the floor it reads the TTFT tail above."""
+    queue_time: float | None = None
+    """The mean wait before prefill the policy read (``FleetView.queue_time``): what replicas fix."""
 
 
 class Recording:
@@ -88,7 +93,16 @@ class Recording:
     def decide(self, view: FleetView) -> Scale:
         scale = self.policy.decide(view)
         memory = self.policy.memory
-        self.ticks.append(Learnt(view.t, memory.capacity_rps, memory.capacity_replicas, view.request_rate))
+        self.ticks.append(
+            Learnt(
+                view.t,
+                memory.capacity_rps,
+                memory.capacity_replicas,
+                view.request_rate,
+                prefill_p95=view.prefill_p95,
+                queue_time=view.queue_time,
+            )
+        )
         return scale
 
 
@@ -301,6 +315,10 @@ def capacity(learnt: Learnt | None) -> str:
     return f"{learnt.capacity_rps:.2f}{at}"
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
+
+
 def _count(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -336,11 +354,11 @@ def format_ticks(comparison: Comparison, capacities: Sequence[Learnt], start: fl
     for row, held in zip(comparison.results["inferscale"].timeseries, capacities, strict=True):
         if not start <= row.t < end:
             continue
-        p95 = "-" if row.ttft_p95 is None else f"{row.ttft_p95:.2f}s"
         rate = "-" if held.request_rate is None else f"{held.request_rate:.2f}/s"
         lines.append(
             f"{clock(row.t)} replicas={row.replicas}/{row.ready} queue={row.queue:g} running={row.running:g} "
-            f"p95={p95} finished={rate} learnt={capacity(held)} {row.reason}: {row.message}"
+            f"p95={_seconds(row.ttft_p95)} prefill_p95={_seconds(held.prefill_p95)} "
+            f"waited={_seconds(held.queue_time)} finished={rate} learnt={capacity(held)} {row.reason}: {row.message}"
         )
     return lines
 

@@ -183,9 +183,16 @@ def test_the_ticks_carry_each_decision_in_full(spike: tuple[Comparison, list[Arr
     lines = timeline.format_ticks(comparison, capacities, 150.0, 240.0)
     ticks = [row for row in comparison.results["inferscale"].timeseries if 150.0 <= row.t < 240.0]
     assert len(lines) == len(ticks) == 6
-    for line, row in zip(lines, ticks, strict=True):
+    held = [c for c in capacities if 150.0 <= c.t < 240.0]
+    for line, row, learnt in zip(lines, ticks, held, strict=True):
         assert line.startswith(f"{timeline.clock(row.t)} replicas={row.replicas}/{row.ready} ")
         assert line.endswith(f" {row.reason}: {row.message}") and len(row.message) > 20
+        # The prefill's p95 and the mean wait the policy read at that tick, beside the p95 TTFT.
+        assert learnt.prefill_p95 is not None and learnt.queue_time is not None
+        assert f" prefill_p95={learnt.prefill_p95:.2f}s waited={learnt.queue_time:.2f}s " in line
+    # What the recording noted is what the fleet showed the policy: the same run's views, tick by tick.
+    waits = [c.queue_time for c in capacities if c.queue_time is not None]
+    assert waits and max(waits) > 0 and len(set(waits)) > 1
 
 
 def test_a_run_that_is_not_the_comparisons_is_refused(spike: tuple[Comparison, list[Arrival]]) -> None:
