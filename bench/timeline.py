@@ -67,7 +67,8 @@ from loadgen.traffic.shapes import Arrival
 
 @dataclass(frozen=True, slots=True)
 class Learnt:
-    """What the policy held after one tick's decision, and the request rate it read at that tick."""
+    """What the policy held after one tick's decision, and what it read at that tick: the request rate, the
+    prefill's p95 and the mean wait."""
 
     t: float
     capacity_rps: float | None

@@ -818,7 +818,7 @@ def _pressure(load: _Load, slo: float, unattainable: str | None) -> float | None
     if unattainable is None and load.ttft is not None and load.ttft >= floor:
         allowed = TTFT_TARGET * slo - floor
         if allowed > budget:
-            return max(load.ttft - floor, 0.0) / allowed
+            return (load.ttft - floor) / allowed
     if load.queue_time is None:
         return None
     return load.queue_time / budget

@@ -190,7 +190,7 @@ def test_the_ticks_carry_each_decision_in_full(spike: tuple[Comparison, list[Arr
         # The prefill's p95 and the mean wait the policy read at that tick, beside the p95 TTFT.
         assert learnt.prefill_p95 is not None and learnt.queue_time is not None
         assert f" prefill_p95={learnt.prefill_p95:.2f}s waited={learnt.queue_time:.2f}s " in line
-    # What the recording noted is what the fleet showed the policy: the same run's views, tick by tick.
+    # ... noted at every tick as the wait moves, not one value carried along.
     waits = [c.queue_time for c in capacities if c.queue_time is not None]
     assert waits and max(waits) > 0 and len(set(waits)) > 1
 
