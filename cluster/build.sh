@@ -107,11 +107,12 @@ build_kwok() {
   [[ -f go.mod ]] || go mod init inferscale.local/kwok-build >/dev/null
   go get "sigs.k8s.io/kwok@$KWOK_VERSION"
   go build -trimpath -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok
-  # kwok v0.8 ships no built-in stages; keep the ones we run with beside the binary.
+  # kwok v0.8 ships no built-in stages; keep the ones we run with beside the binary. The stages that
+  # make pods Running are the repository's own (cluster/kwok/): they leave Ready to the pod runner.
   local src; src="$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage"
   mkdir -p "$bin/kwok-stages"
   cp "$src/node/fast/node-initialize.yaml" "$src/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
-     "$src/pod/fast/pod-ready.yaml" "$src/pod/fast/pod-complete.yaml" "$src/pod/fast/pod-delete.yaml" "$bin/kwok-stages/"
+     "$src/pod/fast/pod-complete.yaml" "$src/pod/fast/pod-delete.yaml" "$bin/kwok-stages/"
   chmod u+w "$bin"/kwok-stages/*
 }
 

@@ -24,7 +24,7 @@ echo
 echo "$ kubectl get deployment chat -o jsonpath='{.spec.template.spec.containers[0].args}'"
 kubectl get deployment chat -o jsonpath='{.spec.template.spec.containers[0].args}'; echo
 url="$("$root/.venv/bin/python" -m harness.podrunner url default/chat)"
-# kwok reports a pod Ready at once; the engine behind it needs its cold start first.
+# The pod is Ready once its engine answers; the proxy in front of it may come a moment later.
 for _ in $(seq 60); do curl -sf "$url/v1/models" >/dev/null && break; sleep 1; done
 echo
 echo "Sending a step in load to $url (the service's endpoint) ..."

@@ -47,16 +47,25 @@ api_get() {
 }
 
 # --- already up? stale? ---------------------------------------------------------------
-up=1
+# kwok's stages (cluster/build.sh keeps them beside the binary) make nodes Ready and keep their leases
+# fresh for the node-lifecycle controller, complete Job pods and let deleted pods go; the repository's
+# (cluster/kwok/) make pods Running, and Ready only when no pod runner has claimed them (see there).
+stages=("$bin"/kwok-stages/{node-initialize,node-heartbeat-with-lease,pod-complete,pod-delete}.yaml "$here"/kwok/*.yaml)
+stages_sum="$(cat "${stages[@]}" | sha256sum | cut -d' ' -f1)"
+
+up=1 stale="not all components running"
 for c in "${components[@]}"; do component_alive "$c" || up=0; done
 if [[ $up == 1 ]] && api_get /readyz >/dev/null; then
-  echo "cluster already up (state in $state)"
-  link_tools
-  hints
-  exit 0
+  if [[ "$(cat "$state/kwok-stages.sum" 2>/dev/null)" == "$stages_sum" ]]; then
+    echo "cluster already up (state in $state)"
+    link_tools
+    hints
+    exit 0
+  fi
+  stale="started with other kwok stages than cluster/kwok/ holds now"
 fi
 if [[ -e $state || -n "$(cluster_pids)" ]]; then
-  echo "stale cluster state in $state (not all components running): cleaning up"
+  echo "stale cluster state in $state ($stale): cleaning up"
   "$here/down.sh"
 fi
 
@@ -271,10 +280,10 @@ start kube-scheduler "$bin/kube-scheduler" \
   --cert-dir="$state/kube-scheduler" \
   --leader-elect=false
 
-# kwok only manages nodes annotated kwok.x-k8s.io/node=fake; the stage files make nodes
-# Ready (and keep their leases fresh for the node-lifecycle controller) and pods Running.
+# kwok only manages nodes annotated kwok.x-k8s.io/node=fake.
 stage_args=()
-for f in "$bin"/kwok-stages/*.yaml; do stage_args+=(-c "$f"); done
+for f in "${stages[@]}"; do stage_args+=(-c "$f"); done
+echo "$stages_sum" >"$state/kwok-stages.sum"
 start kwok "$bin/kwok" \
   --kubeconfig="$kubeconfig" \
   --manage-all-nodes=false \

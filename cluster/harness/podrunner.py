@@ -11,10 +11,12 @@ kubelet, kube-proxy and Prometheus' Kubernetes discovery for the engine pods:
   killed after the pod's ``terminationGracePeriodSeconds``. An engine that exits on its own is restarted
   with a growing back-off, like a crash-looping container.
 * It probes every engine's ``/health`` like a readiness probe and (unless ``--no-reflect-readiness``) sets
-  the pod's Ready condition to match, so a Deployment's ready count means something. kwok marks a pod
-  Ready once, when it leaves Pending, and leaves it alone after that. The match is level-triggered:
-  every event and relist of a pod (the watch relists after each timeout and after an API-server
-  restart) compares its Ready with the probe's and writes it again if they differ.
+  the pod's Ready condition to match, so a Deployment's ready count means something. A pod still
+  Pending is claimed first (annotated ``harness.inferscale.io/readiness``): kwok then makes it Running
+  but not Ready (cluster/kwok/pod-running-unready.yaml), as a kubelet does before the probe passes,
+  where an unclaimed pod goes Ready at once (cluster/kwok/pod-ready.yaml). The match is
+  level-triggered: every event and relist of a pod (the watch relists after each timeout and after an
+  API-server restart) compares its Ready with the probe's and writes it again if they differ.
 * It writes ``targets.json``, a Prometheus file_sd file: one target per engine, labelled ``namespace``,
   ``service``, ``pod`` and ``inference_engine`` (not ``engine``: vLLM's own series carry an ``engine``
   label, the engine core's index, which a target label would rename to ``exported_engine``).
@@ -77,6 +79,8 @@ HOP_BY_HOP = frozenset(
 )
 # Set in every engine's environment to namespace/pod: tells our engines from any other simengine.
 POD_ENV = "INFERSCALE_POD"
+# On a Pending pod: its Ready is the runner's to set. cluster/kwok/*.yaml select on it by this name.
+READINESS_CLAIM = "harness.inferscale.io/readiness"
 
 
 def default_state_dir() -> Path:
@@ -105,7 +109,9 @@ class Pod:
     engine: str
     args: tuple[str, ...]
     running: bool
+    pending: bool
     deleting: bool
+    claimed: bool  # annotated READINESS_CLAIM
     grace_seconds: int
     ready: bool | None = None  # the pod's Ready condition as the API server has it (None: not set)
 
@@ -125,7 +131,9 @@ class Pod:
             engine=labels.get(ENGINE_LABEL, ""),
             args=tuple(str(a) for a in container.get("args") or ()),
             running=status.get("phase") == "Running",
+            pending=status.get("phase", "Pending") == "Pending",
             deleting=meta.get("deletionTimestamp") is not None,
+            claimed=READINESS_CLAIM in (meta.get("annotations") or {}),
             grace_seconds=DEFAULT_GRACE_SECONDS if grace is None else int(grace),
             ready=None if ready is None else ready == "True",
         )
@@ -238,6 +246,19 @@ def container_status(current: Mapping[str, Any], *, pod: Pod, ready: bool, life:
     if life.last_exit is not None:
         status["lastState"] = {"terminated": dict(life.last_exit)}
     return status
+
+
+def claim_readiness(core: Any, pod: Pod) -> None:
+    """Annotate the Pending ``pod`` READINESS_CLAIM, so that kwok makes it Running but not Ready and
+    leaves Ready to this runner's probe (a pod already Running keeps what kwok gave it until then)."""
+    patch = {"metadata": {"annotations": {READINESS_CLAIM: "podrunner"}}}
+    try:
+        core.patch_namespaced_pod(pod.name, pod.namespace, patch, _request_timeout=5)
+    except client.ApiException as err:
+        if err.status != 404:
+            log.warning("Could not claim pod %s's readiness: %s %s", pod.key, err.status, err.reason)
+    except Exception as err:  # the apiserver is unreachable: the pod's next event or relist tries again
+        log.warning("Could not claim pod %s's readiness: %s", pod.key, err)
 
 
 def set_pod_status(core: Any, pod: Pod, ready: bool, life: ContainerLife) -> None:
@@ -518,6 +539,7 @@ class Runner:
         self.proxies: dict[str, ServiceProxy] = {}
         self.background: set[asyncio.Task[None]] = set()
         self._skipped: set[str] = set()
+        self._claiming: set[str] = set()  # pod uids with a READINESS_CLAIM patch in flight
         self._dirty = asyncio.Event()
         self._publishing = asyncio.Lock()
         self.ports = self._previous_ports()
@@ -567,6 +589,8 @@ class Runner:
         self.changed()
 
     def _apply(self, pod: Pod, *, gone: bool = False) -> None:
+        if self.settings.reflect_readiness and not gone:
+            self._claim(pod)
         engine = self.engines.get(pod.uid)
         wanted = not gone and pod.running and not pod.deleting and bool(pod.service)
         if wanted and pod.engine not in ENGINES:
@@ -584,6 +608,14 @@ class Runner:
             engine.heal()
         elif wanted:
             self.engines[pod.uid] = EngineProcess(pod, self)
+
+    def _claim(self, pod: Pod) -> None:
+        """Claim an engine pod's readiness while it is Pending (level-triggered: a claim that failed is
+        tried again on the pod's next event or relist)."""
+        if not pod.pending or pod.claimed or pod.deleting or not pod.service or pod.uid in self._claiming:
+            return
+        self._claiming.add(pod.uid)
+        self.spawn(asyncio.to_thread(claim_readiness, self.core, pod), then=lambda: self._claiming.discard(pod.uid))
 
     def _retire(self, engine: EngineProcess) -> None:
         log.info("Pod %s is gone or going: draining its engine", engine.pod.key)

@@ -2,16 +2,28 @@
 the simengine command it starts for it (read back with simengine's own parser), and the targets
 it gives Prometheus."""
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.podrunner import ContainerLife, Pod, Settings, container_status, file_sd_targets, simengine_command
+import yaml
+from harness.podrunner import (
+    READINESS_CLAIM,
+    ContainerLife,
+    Pod,
+    Settings,
+    container_status,
+    file_sd_targets,
+    simengine_command,
+)
 from inferscale import render
 from inferscale.api import InferenceService, ObjectMeta, parse_spec
 
 from loadgen.engine import server as simengine
+
+STAGES = Path(__file__).parents[2] / "cluster" / "kwok"
 
 
 def pod_json(engine: str, *, phase: str = "Running", deleting: bool = False) -> dict[str, Any]:
@@ -69,6 +81,36 @@ def test_the_engine_runs_with_the_pods_own_args(engine: str) -> None:
 def test_phase_and_deletion(phase: str, deleting: bool, running: bool) -> None:
     pod = Pod.from_json(pod_json("vllm", phase=phase, deleting=deleting))
     assert (pod.running, pod.deleting) == (running, deleting)
+
+
+@pytest.mark.parametrize(("phase", "claimed"), [("Pending", True), ("Pending", False), ("Running", False)])
+def test_a_pod_reads_as_claimed_once_annotated(phase: str, claimed: bool) -> None:
+    obj = pod_json("vllm", phase=phase)
+    if claimed:
+        obj["metadata"]["annotations"] = {READINESS_CLAIM: "podrunner"}
+    pod = Pod.from_json(obj)
+    assert (pod.pending, pod.claimed) == (phase == "Pending", claimed)
+
+
+def test_kwok_leaves_a_claimed_pods_ready_to_the_runner_and_makes_the_others_ready() -> None:
+    """kwok's stages (cluster/kwok/) select on the annotation the runner writes: a claimed pod goes
+    Running but not Ready, an unclaimed one Ready, a second late so that the runner can claim it first."""
+    files = sorted(STAGES.glob("*.yaml"))
+    stages = {stage["metadata"]["name"]: stage["spec"] for stage in (yaml.safe_load(f.read_text()) for f in files)}
+    claim_key = f'.metadata.annotations["{READINESS_CLAIM}"]'
+
+    def on_claim(stage: dict[str, Any]) -> str:
+        (operator,) = [e["operator"] for e in stage["selector"]["matchExpressions"] if e["key"] == claim_key]
+        return str(operator)
+
+    ready, unready = stages["pod-ready"], stages["pod-running-unready"]
+    assert (on_claim(ready), on_claim(unready)) == ("DoesNotExist", "Exists")
+    assert ready["delay"]["durationMilliseconds"] >= 1000 and "delay" not in unready
+    for stage, status in ((ready, "True"), (unready, "False")):
+        template = stage["next"]["statusTemplate"]
+        assert "phase: Running" in template
+        for condition in ("Ready", "ContainersReady"):
+            assert re.search(rf'status: "{status}"\s+type: {condition}\n', template), (condition, template)
 
 
 def test_targets_carry_the_pods_identity() -> None:
