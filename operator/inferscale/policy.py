@@ -25,7 +25,7 @@ The rules, in the order `decide` applies them (docs/runbook.md has every reason)
    one cold start ahead (at most FORECAST_MAX_RISE above the rate now), over the capacity
    learnt per replica (`_learn_capacity`), each replica run at RATE_FILL of it
    (`DemandRising`). The rate counts requests as they finish, so in a surge it reads what the
-   replicas get through: the queue's growth between scrapes is added (`_queue_growth`).
+   replicas get through: the queue's growth between scrapes is added (`_queue_pace`).
    Learnt on one fleet, the capacity sizes another as a pool (`_Capacity`, POOL_BETA).
    Starting replicas count, so scale-ups never stack; a wrong forecast costs at most one
    step. Not while a drained backlog is in the rate's window: it would count the backlog as
@@ -384,7 +384,8 @@ def decide(
     # Sized from the memory this tick starts with (what was learnt before it), so a tick's own
     # readings move the count one way only: more load, never fewer replicas.
     demand = _smooth_demand(tick.memory, load.rate, now, spec.cold_start_seconds, ttft_window)
-    demand = replace(demand, surge=_queue_growth(previous_waiting, previous_scrape, load.waiting, scraped))
+    pace = _queue_pace(previous_waiting, previous_scrape, load.waiting, scraped)
+    demand = replace(demand, surge=max(pace or 0.0, 0.0))
     capacity = _Capacity.remembered(tick.memory, spec, observed.ready_replicas)
     over_slo = load.ttft is not None and load.ttft > slo
     # Only waiting is fixed by replicas. Without the queue-time signal (older engines) a breach is
@@ -399,12 +400,16 @@ def decide(
         ),
     )
     # Replicas that just became ready take their share of the backlog at once and then drain
-    # it; sizing again from that backlog would add replicas that arrive after it is gone. A queue
-    # that has not moved is not shown to drain: two ticks may read the same scrape.
+    # it; sizing again from that backlog would add replicas that arrive after it is gone. Not when
+    # it falls so slowly that it outlasts the cold start (at the pace since the last scrape read):
+    # the fleet runs at its limit, and one replica more, added now, arrives while requests still
+    # wait. A queue that has not moved is not shown to drain: two ticks may read the same scrape.
     shrinking = previous_waiting is not None and load.waiting < previous_waiting
+    clears_in = load.waiting / -pace if pace is not None and pace < 0 else None
+    crawling = shrinking and clears_in is not None and clears_in > spec.cold_start_seconds
     arrived = observed.ready_replicas - (memory.ready_replicas or observed.ready_replicas)
     just_arrived = arrived > 0 and arrived >= ARRIVED_SHARE * observed.ready_replicas
-    draining = queue_breach and not tick.ready_settled and (shrinking or just_arrived)
+    draining = queue_breach and not tick.ready_settled and ((shrinking and not crawling) or just_arrived)
     fixable_breach = over_slo and unattainable is None
     # The p95 window remembers a burst for its whole length: a breach adds replicas only while the load is
     # still there (requests wait, or the seats are busy), else they would arrive after the burst they were
@@ -417,7 +422,8 @@ def decide(
     # so more load never yields fewer replicas).
     sized = demand.replicas(capacity, observed.ready_replicas, max_step) if tick.backlog_settled else None
     if live_breach or (queue_breach and not draining):
-        return _scale_up(tick, load, slo_breach=live_breach, at_least=sized)
+        crawl = clears_in if crawling and not tick.ready_settled else None
+        return _scale_up(tick, load, slo_breach=live_breach, at_least=sized, crawling_for=crawl)
     if sized is not None and sized.replicas > current:
         return _scale_up(tick, load, slo_breach=False, demand=sized)
     if observed.starting_replicas > 0 and not over_slo and load.waiting <= queue_target and tick.backlog_settled:
@@ -432,10 +438,11 @@ def decide(
             f"{_num(load.waiting)} requests waiting on {observed.ready_replicas} ready replicas "
             f"(target {_num(spec.scaling.queue_depth_per_replica)} per replica)"
         )
-        if shrinking:
+        if shrinking and clears_in is not None:
             why += (
                 f", down from {_num(previous_waiting or 0)} at the last tick: the replicas ready "
-                f"{_dur(tick.since_ready_changed)} ago are draining it"
+                f"{_dur(tick.since_ready_changed)} ago are draining it (gone in {_dur(timedelta(seconds=clears_in))} "
+                f"at that pace, within the {spec.cold_start_seconds}s cold start)"
             )
         else:
             why += f", but {arrived} of them became ready since the last tick and have not taken their share yet"
@@ -605,7 +612,7 @@ class _Demand:
     steps: float = 0.0
     """STEP_SECONDS since the rate was last smoothed (0 when it starts afresh): how far this tick moves things."""
     surge: float = 0.0
-    """Requests per second the queue grew by between scrapes (``_queue_growth``): arrivals not in ``rate``."""
+    """Requests per second the queue grew by between scrapes (``_queue_pace``): arrivals not in ``rate``."""
 
     def memory_update(self, now: datetime) -> dict[str, object]:
         if self.level is None:
@@ -696,19 +703,21 @@ def _not_alone(sized: _Sized | None, demand: _Demand, capacity: _Capacity | None
     return replace(sized, replicas=2, capacity=capacity.at(2), alone=alone)
 
 
-def _queue_growth(
+def _queue_pace(
     previous: float | None, previous_at: datetime | None, waiting: float, scraped: datetime | None
-) -> float:
-    """Requests per second by which the queue grew since the last scrape read: arrivals the request rate misses.
+) -> float | None:
+    """Requests per second by which the queue grew (falling: below 0) since the last scrape read; None
+    without an earlier read, or when two ticks read the same scrape.
 
-    The rate counts requests as they finish. While they arrive faster than the replicas finish them (a surge,
-    every seat busy), it reads the replicas' throughput, not the demand, and sized from it alone a fleet grows
-    one replica at a time behind the surge. What arrives is what finishes plus what piles up.
+    Growth is arrivals the request rate misses. The rate counts requests as they finish. While they arrive
+    faster than the replicas finish them (a surge, every seat busy), it reads the replicas' throughput, not
+    the demand, and sized from it alone a fleet grows one replica at a time behind the surge. What arrives
+    is what finishes plus what piles up.
     """
-    if previous is None or previous_at is None or scraped is None or waiting <= previous:
-        return 0.0
+    if previous is None or previous_at is None or scraped is None:
+        return None
     seconds = (scraped - previous_at).total_seconds()
-    return (waiting - previous) / seconds if seconds > 0 else 0.0  # two ticks may read the same scrape
+    return (waiting - previous) / seconds if seconds > 0 else None
 
 
 def _learn_capacity(
@@ -841,8 +850,16 @@ def _hold_without_data(tick: _Tick, reason: Reason, why: str) -> Decision:
 
 
 def _scale_up(
-    tick: _Tick, load: _Load, *, slo_breach: bool, demand: _Sized | None = None, at_least: _Sized | None = None
+    tick: _Tick,
+    load: _Load,
+    *,
+    slo_breach: bool,
+    demand: _Sized | None = None,
+    at_least: _Sized | None = None,
+    crawling_for: float | None = None,
 ) -> Decision:
+    """``crawling_for``: the seconds a backlog that replicas just became ready for takes to go at the pace
+    it falls, when that is longer than a cold start."""
     spec, observed, memory = tick.spec, tick.observed, tick.memory
     scaling, bounds = spec.scaling, spec.replicas
     ready, current = observed.ready_replicas, observed.current_replicas
@@ -871,6 +888,13 @@ def _scale_up(
             f"{_num(load.waiting)} requests waiting on {ready} ready replicas "
             f"(target {_num(scaling.queue_depth_per_replica)} per replica)"
         )
+        if crawling_for is not None:
+            # The fleet is at its limit, not far below it: the backlog falls, only too slowly.
+            needed = ready + 1
+            why += (
+                f", falling too slowly to be gone within the {spec.cold_start_seconds}s cold start "
+                f"({_dur(timedelta(seconds=crawling_for))} at the pace since the last tick)"
+            )
         reason = Reason.QUEUE_GROWING
     if at_least is not None and at_least.replicas > needed:
         # The reactive rules never ask for less than the request rate needs.

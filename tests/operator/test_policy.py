@@ -191,15 +191,28 @@ def test_ttft_breach_waits_for_the_p95_window_to_cover_new_replicas() -> None:
 
 
 def test_replicas_just_ready_drain_the_backlog_before_more_are_added() -> None:
-    # 4 replicas became ready 15 s ago and took their share at once: 120 waiting, down from 150.
-    draining = _settled(4, ready_changed_at=_ago(15), queue_depth=150)
+    # 4 replicas became ready 15 s ago and took their share at once: 120 waiting, down from 150 at the
+    # last tick's scrape 15 s ago, 2 a second: gone in 60 s, before a replica added now (300 s) could start.
+    draining = _settled(4, ready_changed_at=_ago(15), queue_depth=150, queue_depth_at=_ago(15))
     decision = _decide(_seen(4, waiting=120, running=64, ttft=0.9), draining)
     assert (decision.replicas, decision.reason) == (4, Reason.STABILIZING)
     assert decision.message == (
         "120 requests waiting on 4 ready replicas (target 4 per replica), down from 150 at the last tick: "
-        "the replicas ready 15s ago are draining it: holding 4 replicas."
+        "the replicas ready 15s ago are draining it (gone in 60s at that pace, within the 300s cold start): "
+        "holding 4 replicas."
     )
     assert decision.memory.queue_depth == 120
+    # Falling too slowly to be gone within a cold start: the replicas run at their limit, not far below
+    # it, and one more is added (a queue that grows adds the step its requests need).
+    crawling = _decide(_seen(4, waiting=148, running=64, ttft=0.9), draining)
+    assert (crawling.replicas, crawling.reason) == (5, Reason.QUEUE_GROWING)
+    assert crawling.message == (
+        "148 requests waiting on 4 ready replicas (target 4 per replica), falling too slowly to be gone within "
+        "the 300s cold start (1110s at the pace since the last tick): scaling 4 -> 5."
+    )
+    # Without the last scrape's time (status written by an older operator) the pace is unknown: held.
+    unknown = _settled(4, ready_changed_at=_ago(15), queue_depth=150)
+    assert _decide(_seen(4, waiting=148, running=64, ttft=0.9), unknown).reason is Reason.STABILIZING
     # Still growing with them: they are not enough, and more are added at once.
     growing = _decide(_seen(4, waiting=160, running=64, ttft=0.9), draining)
     assert (growing.replicas, growing.reason) == (8, Reason.QUEUE_GROWING)
