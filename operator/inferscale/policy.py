@@ -20,7 +20,8 @@ The rules, in the order `decide` applies them (docs/runbook.md has every reason)
    it at one (`QueueGrowing`), or a breach with requests waiting (`SLOBreached`), once the
    p95 window reflects the current replicas and no drained backlog's waits are in it, and
    while the load is still there: a breach the window remembers from a burst already
-   served adds nothing (`Stabilizing`).
+   served adds nothing (`Stabilizing`). Neither does a queue that replicas just ready drain
+   fast enough to be gone within a cold start; slower, they are at their limit: one more.
 5. Up, ahead, on demand: the request rate, smoothed with Holt's linear trend and forecast
    one cold start ahead (at most FORECAST_MAX_RISE above the rate now), over the capacity
    learnt per replica (`_learn_capacity`), each replica run at RATE_FILL of it
