@@ -407,7 +407,7 @@ def decide(
     # wait. A queue that has not moved is not shown to drain: two ticks may read the same scrape.
     shrinking = previous_waiting is not None and load.waiting < previous_waiting
     clears_in = load.waiting / -pace if pace is not None and pace < 0 else None
-    crawling = shrinking and clears_in is not None and clears_in > spec.cold_start_seconds
+    crawling = clears_in is not None and clears_in > spec.cold_start_seconds
     arrived = observed.ready_replicas - (memory.ready_replicas or observed.ready_replicas)
     just_arrived = arrived > 0 and arrived >= ARRIVED_SHARE * observed.ready_replicas
     draining = queue_breach and not tick.ready_settled and ((shrinking and not crawling) or just_arrived)
@@ -439,12 +439,14 @@ def decide(
             f"{_num(load.waiting)} requests waiting on {observed.ready_replicas} ready replicas "
             f"(target {_num(spec.scaling.queue_depth_per_replica)} per replica)"
         )
-        if shrinking and clears_in is not None:
+        if shrinking:
             why += (
                 f", down from {_num(previous_waiting or 0)} at the last tick: the replicas ready "
-                f"{_dur(tick.since_ready_changed)} ago are draining it (gone in {_dur(timedelta(seconds=clears_in))} "
-                f"at that pace, within the {spec.cold_start_seconds}s cold start)"
+                f"{_dur(tick.since_ready_changed)} ago are draining it"
             )
+            if clears_in is not None:
+                gone_in = _dur(timedelta(seconds=clears_in))
+                why += f" (gone in {gone_in} at that pace, within the {spec.cold_start_seconds}s cold start)"
         else:
             why += f", but {arrived} of them became ready since the last tick and have not taken their share yet"
         return tick.finish(current, Reason.STABILIZING, why, tick.remember(current))

@@ -212,7 +212,12 @@ def test_replicas_just_ready_drain_the_backlog_before_more_are_added() -> None:
     )
     # Without the last scrape's time (status written by an older operator) the pace is unknown: held.
     unknown = _settled(4, ready_changed_at=_ago(15), queue_depth=150)
-    assert _decide(_seen(4, waiting=148, running=64, ttft=0.9), unknown).reason is Reason.STABILIZING
+    held = _decide(_seen(4, waiting=148, running=64, ttft=0.9), unknown)
+    assert (held.reason, held.message) == (
+        Reason.STABILIZING,
+        "148 requests waiting on 4 ready replicas (target 4 per replica), down from 150 at the last tick: "
+        "the replicas ready 15s ago are draining it: holding 4 replicas.",
+    )
     # Still growing with them: they are not enough, and more are added at once.
     growing = _decide(_seen(4, waiting=160, running=64, ttft=0.9), draining)
     assert (growing.replicas, growing.reason) == (8, Reason.QUEUE_GROWING)
