@@ -103,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--every", type=float, default=0.5, help="offsets of the step past a tick (default 0.5 s)")
     args = parser.parse_args(argv)
+    if args.seeds < 1 or not args.every > 0 or not args.cold_start >= 0:
+        parser.error("--seeds must be at least 1, --every more than 0 s and --cold-start at least 0 s")
     step = validate.build_parser().parse_args(["--name", "chat", "--url", "http://unused"])  # the demo's defaults
     settings = demo_settings(args.cold_start)
     offsets = [k * args.every for k in range(math.ceil(TICK_SECONDS / args.every))]

@@ -58,3 +58,11 @@ def test_the_demos_step_passes_the_demos_checks_in_simulated_time(capsys: pytest
         ["offset=4.0s", "seed=0", "PASS"],
     ]
     assert last.startswith("runs=3 passed=3 recovered_after_max=")
+
+
+@pytest.mark.parametrize("args", [["--seeds", "0"], ["--every", "0"], ["--cold-start", "-1"]])
+def test_a_bad_flag_is_refused_with_what_it_must_be(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        demo_step.main(args)
+    assert exit_.value.code == 2
+    assert "--seeds must be at least 1, --every more than 0 s and --cold-start at least 0 s" in capsys.readouterr().err
