@@ -1040,9 +1040,11 @@ def _scale_down(tick: _Tick, load: _Load, sized: _Sized | None = None) -> Decisi
         return tick.finish(current, Reason.INSUFFICIENT_HEADROOM, why, memory)
 
     memory = tick.remember(recommended, memory)
-    # p95 TTFT lags a change of replicas by its window; the request rate does not. A scale-down sized
-    # from the rate need not wait for the window (the stabilisation window still bounds it).
-    if not tick.settled and not (sized is not None and measure == sized.describe() and tick.backlog_settled):
+    # p95 TTFT lags a change of replicas by its window; the request rate and the counts do not. With the
+    # rate known, a scale-down need not wait for the window (the stabilisation window still bounds it),
+    # whichever measure sizes it: were it only when the rate does, a higher rate would remove replicas a
+    # lower one holds.
+    if not tick.settled and not (sized is not None and tick.backlog_settled):
         why = f"{fits_text}, but {tick.unsettled_because()}"
         return tick.finish(current, Reason.STABILIZING, why, memory)
     stable = _highest(memory.scale_down_window, recommended)

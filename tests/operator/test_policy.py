@@ -859,6 +859,20 @@ def test_a_breach_while_replicas_start_never_holds_below_what_the_demand_needs()
     assert calm.replicas == breach.replicas == 3  # 3 req/s at 1 req/s a replica in a fleet of 2, pooled
 
 
+def test_a_scale_down_just_after_the_ready_count_changed_does_not_wait_on_which_measure_sizes_it() -> None:
+    # Found by test_more_load_never_yields_fewer_replicas: with the ready count just changed, a scale-down
+    # went ahead when the request rate sized it (0.4 req/s need 1 replica) but waited for the p95 window when
+    # the in-flight count did (idle: both say none, and the count is named first). More load removed more.
+    memory = _settled(4, ready_changed_at=_ago(15), capacity_rps=1.0, capacity_replicas=4, demand_level=0.0,
+                      demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))  # fmt: skip
+    idle = _decide(_timed(4, ttft=0.3, queue_time=0.0, rate=0.0), memory)
+    light = _decide(_timed(4, ttft=0.3, queue_time=0.0, rate=0.4), memory)
+    assert (idle.replicas, idle.reason) == (light.replicas, light.reason) == (3, Reason.SCALED_DOWN)
+    # Without the rate, the in-flight count alone cannot tell whether the window has caught up: it waits.
+    unknown = _decide(_timed(4, ttft=0.3, queue_time=0.0), memory)
+    assert (unknown.replicas, unknown.reason) == (4, Reason.STABILIZING)
+
+
 # --- an engine that exports no TTFT (llama.cpp) -----------------------------------
 
 
