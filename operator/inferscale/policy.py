@@ -773,6 +773,13 @@ def _learn_rate(
     extrapolated = per_replica / RATE_FILL * float(max(pressure, PRESSURE_FLOOR) ** -CAPACITY_EXTRAPOLATION)
     if capacity is None:
         return extrapolated if steady and tick.backlog_settled else None
+    if pressure > 1 and not _waiting(tick, load):
+        # Over the target, and yet nothing waits: no request queued, a seat free, the mean wait within its
+        # budget. The tail read there is not waiting but the two histograms' buckets (p95 TTFT interpolated
+        # in vLLM's 1.0-2.5 s bucket, the prefill's p95 in a finer one), which no replica count changes.
+        # Lowered on it, the learnt rate fell tick after tick on a flat hour at a 2 s SLO, and the fleet grew
+        # from 6 replicas to 16 where the oracle ran 4 (bench/README, 2026-12-07, other SLOs).
+        return capacity
     if pressure > 1:
         if grown or per_replica > capacity:
             # A breach while the fleet grows is the lag of a cold start, and one above the learnt rate (a
@@ -812,6 +819,14 @@ def _learn_rate(
         raised = capacity * _compound(min(CAPACITY_STEP_UP, float(max(pressure, 0.25) ** -CAPACITY_GAIN_UP)), steps)
         return max(capacity, min(raised, reach))
     return capacity
+
+
+def _waiting(tick: _Tick, load: _Load) -> bool:
+    """Whether requests wait for these replicas: some queued now, every seat busy, or a mean wait above its
+    budget (``wait_budget``; taken as waiting where the engine has no queue-time signal)."""
+    seats = tick.spec.max_concurrency * tick.observed.ready_replicas
+    over_budget = load.queue_time is None or load.queue_time > load.wait_budget(tick.spec.scaling.ttft_p95_seconds)
+    return load.waiting > 0 or load.running >= seats or over_budget
 
 
 def _pressure(load: _Load, slo: float, unattainable: str | None) -> float | None:

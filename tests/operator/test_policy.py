@@ -727,9 +727,30 @@ def test_capacity_is_lowered_when_requests_wait_at_the_rate_it_promised() -> Non
 def test_capacity_follows_the_part_of_ttft_replicas_fix_where_the_slo_is_within_reach() -> None:
     memory = _settled(2, capacity_rps=2.0, demand_level=3.6, demand_trend=0.0, demand_at=_ago(15), rate_since=_ago(600))
     # Prefill p95 0.3s, SLO 1.2s aimed at 85%: 0.72s are left to waiting. 1.1s is too much, 0.4s is room.
-    slow = _timed(2, ttft=1.1, queue_time=0.02, prefill_p95=0.3, rate=3.6, running=16)
+    slow = _timed(2, ttft=1.1, queue_time=0.02, prefill_p95=0.3, rate=3.6, running=16, waiting=2)
     fast = _timed(2, ttft=0.4, queue_time=0.02, prefill_p95=0.3, rate=3.6, running=16)
     assert _decide(slow, memory).memory.capacity_rps < 2.0 < _decide(fast, memory).memory.capacity_rps
+
+
+def test_a_tail_over_its_target_while_nothing_waits_does_not_lower_the_capacity() -> None:
+    # A 2 s SLO aims p95 TTFT at 1.6 s; the prefill's p95 reads 1.42 s, so 0.18 s are left to waiting, and
+    # p95 TTFT, interpolated in vLLM's 1.0-2.5 s bucket, reads 1.95 s. Yet nothing is queued, 24 of 96 seats
+    # are busy and requests waited 0.08 s on average of the 0.12 s their share allows: not waiting, and no
+    # replica count moves that reading. Lowered on it, the fleet grew tick after tick on a flat load.
+    spec = _spec(maxConcurrency=16, scaling={"ttftP95Seconds": 2.0, "queueDepthPerReplica": 4})
+    learnt = {"capacity_rps": 0.64, "demand_level": 2.6, "demand_trend": 0.0}
+    memory = _settled(6, **learnt, demand_at=_ago(15), rate_since=_ago(600))
+    calm = {"ttft": 1.95, "prefill_p95": 1.42, "rate": 2.6}
+    idle_seats = _timed(6, queue_time=0.08, running=24, **calm)
+    assert _decide(idle_seats, memory, spec).memory.capacity_rps == pytest.approx(0.64)
+    # Any sign of waiting and the same tail lowers it: a request queued, every seat busy, or a mean wait
+    # above its share.
+    for waits in (
+        _timed(6, queue_time=0.08, running=24, waiting=1, **calm),
+        _timed(6, queue_time=0.08, running=96, **calm),
+        _timed(6, queue_time=0.2, running=24, **calm),
+    ):
+        assert _decide(waits, memory, spec).memory.capacity_rps < 0.63
 
 
 def test_capacity_is_not_learnt_from_a_fleet_far_below_it_or_mid_scale() -> None:
