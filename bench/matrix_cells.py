@@ -9,6 +9,7 @@ so a change to the report keeps every cell kept. ``bench/timeline.py`` gets its 
 from __future__ import annotations
 
 import hashlib
+import math
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,11 +39,25 @@ class Cell:
     slo_s: float
 
 
-CELLS = (
-    Cell("a10g-1s", "a10g-llama3-8b-awq", 1.0),
-    Cell("a10g-3s", "a10g-llama3-8b-awq", 3.0),
-    Cell("h100-1s", "h100-llama3-8b-bf16", 1.0),
-)
+# The engine profile (``loadgen.engine.profiles``) a cell's GPU names.
+GPU_PROFILES = {"a10g": "a10g-llama3-8b-awq", "h100": "h100-llama3-8b-bf16"}
+
+
+def parse_cell(name: str) -> Cell:
+    """The cell ``name`` names, ``<gpu>-<SLO>s``: ``a10g-3s`` is the a10g profile at a p95 TTFT SLO of 3 s. The
+    matrix runs ``CELLS``; any other SLO on either GPU (``h100-0.5s``, ``a10g-2s``) checks the policy at an SLO
+    it was not tuned on."""
+    gpu, _, slo = name.partition("-")
+    try:
+        slo_s = float(slo.removesuffix("s")) if slo.endswith("s") else math.nan
+    except ValueError:
+        slo_s = math.nan
+    if gpu not in GPU_PROFILES or not 0 < slo_s < math.inf:
+        raise ValueError(f"unknown cell {name!r}: name one as <gpu>-<SLO>s, the gpu one of {', '.join(GPU_PROFILES)}")
+    return Cell(name, GPU_PROFILES[gpu], slo_s)
+
+
+CELLS = tuple(parse_cell(name) for name in ("a10g-1s", "a10g-3s", "h100-1s"))
 
 
 def burst_day() -> list[Arrival]:

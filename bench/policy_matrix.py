@@ -9,10 +9,11 @@ random-1,random-2``; ``random-4..22`` for a range) adds an hour of a shape drawn
 (``loadgen.traffic.synthetic.random_hour``), ``wander-SEED`` an hour whose rate drifts instead
 (``wandering_hour``), and ``code-SEED`` an hour of code completions, long prompts for short answers, that
 steps and spikes (``completion_hour``), for checking a change on traffic it was not tuned on. The
-cells: each trace on a10g at 1 s and 3 s, and on h100 at 1 s. As a user would, each cell pins
-``maxConcurrency`` at the knee ``loadgen knee`` finds for the profile on the trace's own requests
-(``loadgen.client.knee.sweep_simulated``: the same sweep and criterion in simulated time; the SLO joins the
-criterion only where one request alone meets it).
+cells: each trace on a10g at 1 s and 3 s, and on h100 at 1 s; ``--cells`` takes any other SLO on either
+GPU as ``<gpu>-<SLO>s`` (``a10g-2s``, ``h100-0.5s``), for checking one at an SLO it was not tuned on. As a
+user would, each cell pins ``maxConcurrency`` at the knee ``loadgen knee`` finds for the profile on the
+trace's own requests (``loadgen.client.knee.sweep_simulated``: the same sweep and criterion in simulated
+time; the SLO joins the criterion only where one request alone meets it).
 
 One line per cell, then a last line ``cells=N within_1.15x_oracle=K within_1.15x_reactive=Q attainment_met=A
 shortfall=S dominated=D runaway=R needs_foresight=F reachable_missed=M``:
@@ -59,7 +60,16 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from matrix_cells import CELLS, chosen_policies, kept_name, requests_key, reuse_key, run_cell, traces
+from matrix_cells import (
+    CELLS,
+    chosen_policies,
+    kept_name,
+    parse_cell,
+    requests_key,
+    reuse_key,
+    run_cell,
+    traces,
+)
 
 from loadgen.fleet.compare import Comparison
 from loadgen.fleet.policies import BOUNDS, POLICY_NAMES
@@ -173,7 +183,10 @@ def main() -> int:
         help="keep each cell's baselines here and, while their sources are unchanged, run only inferscale again",
     )
     args = parser.parse_args()
-    cells = [c for c in CELLS if c.name in args.cells.split(",")]
+    try:
+        cells = [parse_cell(name) for name in args.cells.split(",")]
+    except ValueError as error:
+        parser.error(str(error))
     policies = chosen_policies(args.policies.split(","))
     started = time.perf_counter()
     report: dict[str, Any] = {}

@@ -57,7 +57,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from matrix_cells import CELLS, chosen_policies, kept_name, requests_key, reuse_key, run_cell, traces
+from matrix_cells import (
+    CELLS,
+    chosen_policies,
+    kept_name,
+    parse_cell,
+    requests_key,
+    reuse_key,
+    run_cell,
+    traces,
+)
 
 from loadgen.fleet.compare import Comparison, inferscale_policy
 from loadgen.fleet.policies import POLICY_NAMES, InferscalePolicy
@@ -377,7 +386,9 @@ def format_totals(figures: Totals) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trace", required=True, help="one of policy_matrix.py's: spikes, burst-day, random-SEED ...")
-    parser.add_argument("--cell", required=True, choices=[c.name for c in CELLS])
+    parser.add_argument(
+        "--cell", required=True, help=f"one of policy_matrix.py's: {', '.join(c.name for c in CELLS)}, or <gpu>-<SLO>s"
+    )
     parser.add_argument("--ceiling", choices=("knee", "profile"), default="knee", help="as policy_matrix.py's")
     parser.add_argument(
         "--policies",
@@ -402,7 +413,10 @@ def main() -> int:
     if len(found) != 1:
         parser.error(f"--trace names one trace that is here; {args.trace!r} gives {len(found)}")
     [(trace_name, arrivals)] = found.items()
-    [cell] = [c for c in CELLS if c.name == args.cell]
+    try:
+        cell = parse_cell(args.cell)
+    except ValueError as error:
+        parser.error(str(error))
     start = args.start
     last = arrivals[-1].send_time
     if args.end is None and start > last:

@@ -34,3 +34,14 @@ def test_a_change_to_the_report_keeps_the_kept_cells_and_one_to_the_cells_does_n
     assert matrix_cells.baseline_digest() == before
     monkeypatch.setattr(Path, "read_bytes", edited("matrix_cells.py"))
     assert matrix_cells.baseline_digest() != before
+
+
+def test_a_cell_is_named_by_its_gpu_and_slo_and_a_name_that_is_neither_is_refused() -> None:
+    assert [c.name for c in matrix_cells.CELLS] == ["a10g-1s", "a10g-3s", "h100-1s"]
+    assert matrix_cells.parse_cell("a10g-2s") == matrix_cells.Cell("a10g-2s", "a10g-llama3-8b-awq", 2.0)
+    assert matrix_cells.parse_cell("h100-0.5s").slo_s == 0.5
+    for name in ("t4-1s", "a10g-1", "a10g-fasts", "h100-0s", "h100-infs", "a10g"):
+        with pytest.raises(
+            ValueError, match=rf"unknown cell '{name}': name one as <gpu>-<SLO>s, the gpu one of a10g, h100"
+        ):
+            matrix_cells.parse_cell(name)
