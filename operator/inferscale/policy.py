@@ -275,7 +275,7 @@ class Memory(Model):
             description=(
                 "Requests per second one ready replica serves within the SLO, in a fleet of capacity_replicas: "
                 "lowered when the part of TTFT replicas fix (or, where prefill breaks the SLO, the queue time) "
-                "is above its target there, raised when it is below."
+                "is above its target there while requests wait, raised when it is below."
             ),
         ),
     ] = None
@@ -778,7 +778,7 @@ def _learn_rate(
         # budget. The tail read there is not waiting but the two histograms' buckets (p95 TTFT interpolated
         # in vLLM's 1.0-2.5 s bucket, the prefill's p95 in a finer one), which no replica count changes.
         # Lowered on it, the learnt rate fell tick after tick on a flat hour at a 2 s SLO, and the fleet grew
-        # from 6 replicas to 16 where the oracle ran 4 (bench/README, 2026-12-07, other SLOs).
+        # from 6 replicas to 16 where the oracle ran 4 (bench/README, 2026-12-08).
         return capacity
     if pressure > 1:
         if grown or per_replica > capacity:
