@@ -137,6 +137,14 @@ STARTING_STOP_MIN_READY = 3
 # within a cold start (a held-out h100 hour scaled 2 -> 1 at 3.4 req/s, and missed 272 of 302 requests in the
 # minute after as the rate rose to 5.1 req/s).
 LONE_REPLICA_SHARE = 0.5
+# A burst the replicas were short for (requests waiting beyond the queue target) comes back: the arrival rate it
+# reached is remembered, fading towards the smoothed rate by half every BURST_HALF_LIFE, and a scale-down keeps
+# the replicas that rate needs at the learnt capacity. Replicas started for a burst arrive a cold start after it
+# began: a burst shorter than that is served by the replicas already up, or not at all. Only bursts that found the
+# fleet short count: remembering every peak of the rate held replicas for the noise of hours that only drift, which
+# the scale-down window already absorbs (bench/README, 2026-12-08, later). 20 minutes: spikes that recur within it
+# (a held-out hour's every 15-18 minutes) meet the fleet the last one left; 40 minutes gained no more attainment.
+BURST_HALF_LIFE = timedelta(minutes=20)
 DEFAULT_STALE_AFTER = SCALING.stale_after
 DEFAULT_TTFT_WINDOW = SCALING.ttft_window
 # Largest replica count a formula may produce before clamping (keeps math.ceil finite).
@@ -301,6 +309,18 @@ class Memory(Model):
         AwareDatetime | None,
         Field(description="Since when the request rate has been seen without a gap (a younger rate() reads low)."),
     ] = None
+    burst_rps: Annotated[
+        float | None,
+        Field(
+            ge=0,
+            description=(
+                "The arrival rate (req/s: the request rate and the queue's growth) of the last burst the replicas "
+                "were short for, fading towards demand_level by half every 20 minutes from burst_at: scale-downs "
+                "keep the replicas it needs at the learnt rate. Unset: no such burst, or it has faded."
+            ),
+        ),
+    ] = None
+    burst_at: Annotated[AwareDatetime | None, Field(description="When burst_rps was last faded or raised.")] = None
     slo_knee_per_replica: Annotated[
         float | None,
         Field(
@@ -388,6 +408,11 @@ def decide(
     pace = _queue_pace(previous_waiting, previous_scrape, load.waiting, scraped)
     demand = replace(demand, surge=max(pace or 0.0, 0.0))
     capacity = _Capacity.remembered(tick.memory, spec, observed.ready_replicas)
+    # Arrivals while requests wait beyond the target: a burst the replicas were short for.
+    short_for = (load.rate or 0.0) + demand.surge if over_target else 0.0
+    burst = _remember_burst(tick.memory, short_for, demand.level, now)
+    burst_at = None if burst is None else now
+    tick = replace(tick, memory=tick.memory.model_copy(update={"burst_rps": burst, "burst_at": burst_at}))
     over_slo = load.ttft is not None and load.ttft > slo
     # Only waiting is fixed by replicas. Without the queue-time signal (older engines) a breach is
     # taken as waiting, as before it existed.
@@ -464,7 +489,7 @@ def decide(
     # Removing replicas asks for the tolerance below the fill that adds them, so a rate that jitters
     # around a boundary does not remove a replica only to add it back a tick later.
     down = demand.replicas(capacity, observed.ready_replicas, max_step, fill=RATE_FILL * (1 - TOLERANCE), smooth=True)
-    return _scale_down(tick, load, _not_alone(down, demand, capacity))
+    return _scale_down(tick, load, _kept_for_burst(_not_alone(down, demand, capacity), burst, capacity))
 
 
 # --- reading the observation ------------------------------------------------------
@@ -660,6 +685,8 @@ class _Sized:
     surge: float = 0.0
     alone: float | None = None
     """Set when two replicas are kept (``_not_alone``): the share of its rate one alone would run at."""
+    burst: float | None = None
+    """Set when replicas are kept for a burst (``_kept_for_burst``): its remembered arrival rate."""
 
     def describe(self) -> str:
         ahead = (
@@ -674,6 +701,9 @@ class _Sized:
             if self.alone is not None
             else ""
         )
+        if self.burst is not None:
+            fading = f"fading by half every {_dur(BURST_HALF_LIFE)}"
+            kept += f" ({self.replicas} kept for a burst of {_num2(self.burst)} req/s, {fading})"
         return f"{_num2(self.rate)} req/s{grew}{ahead} at {per_replica}{kept}"
 
 
@@ -704,6 +734,32 @@ def _not_alone(sized: _Sized | None, demand: _Demand, capacity: _Capacity | None
     if alone <= LONE_REPLICA_SHARE:
         return sized
     return replace(sized, replicas=2, capacity=capacity.at(2), alone=alone)
+
+
+def _remember_burst(memory: Memory, arriving: float, level: float | None, now: datetime) -> float | None:
+    """The arrival rate of the last burst the replicas were short for (``BURST_HALF_LIFE``), faded towards the
+    smoothed ``level`` since it was last kept; None once it has faded to the level, or without a level.
+
+    ``arriving`` is this tick's arrival rate while requests wait beyond the target, else 0.
+    """
+    if level is None:
+        return None
+    remembered, at = memory.burst_rps, memory.burst_at
+    faded = 0.0
+    if remembered is not None and at is not None and at <= now:
+        faded = level + (remembered - level) * 0.5 ** ((now - at) / BURST_HALF_LIFE)
+    burst = max(arriving, faded)
+    return burst if burst > level else None
+
+
+def _kept_for_burst(sized: _Sized | None, burst: float | None, capacity: _Capacity | None) -> _Sized | None:
+    """The size for removing replicas, no fewer than the remembered burst needs at the learnt rate."""
+    if sized is None or burst is None or capacity is None:
+        return sized
+    needed = capacity.replicas_for(burst, fill=1.0)
+    if needed <= sized.replicas:
+        return sized
+    return replace(sized, replicas=needed, capacity=capacity.at(needed), alone=None, burst=burst)
 
 
 def _queue_pace(

@@ -25,8 +25,11 @@ from tests.e2e.test_scaling import ISVC, scaling_operator  # noqa: F401
 WRITER = "someone-else"  # the other field manager
 TIMES = [
     "lastScaleTime", "readyChangedAt", "backlogSeenAt", "backlogClearedAt", "queueDepthAt", "demandAt", "rateSince",
+    "burstAt",
 ]  # fmt: skip
-NUMBERS = ["readyReplicas", "queueDepth", "capacityRps", "capacityReplicas", "demandLevel", "sloKneePerReplica"]
+NUMBERS = [
+    "readyReplicas", "queueDepth", "capacityRps", "capacityReplicas", "demandLevel", "burstRps", "sloKneePerReplica",
+]  # fmt: skip
 WINDOWS = ["scaleUpWindow", "scaleDownWindow"]
 
 # Values no parser could read as a valid one of any field (no digits, no "Up"/"Down", no bools).

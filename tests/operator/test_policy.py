@@ -612,6 +612,39 @@ def test_two_replicas_are_kept_while_one_alone_would_run_above_half_its_rate() -
     assert (quiet.replicas, quiet.reason) == (1, Reason.SCALED_DOWN)
 
 
+def test_replicas_are_kept_for_a_burst_the_fleet_was_short_for_until_it_fades() -> None:
+    # Each replica serves 1 req/s (behind a balancer blind to the load, so no pooling: 1 req/s each). The rate
+    # is 1 req/s, which 2 replicas carry at the fill a scale-down asks for, but a burst of 3.5 req/s found the
+    # fleet short 15 s ago: the 4 replicas it needs are kept, and the message says why.
+    blind = _spec(scaling={"ttftP95Seconds": 1.2, "queueDepthPerReplica": 4, "loadBalancing": "Random"})
+    memory = _settled(4, capacity_rps=1.0, capacity_replicas=1, demand_level=1.0, demand_trend=0.0,
+                      demand_at=_ago(15), rate_since=_ago(600), burst_rps=3.5, burst_at=_ago(15),
+                      scale_down_window=(Recommendation(time=_ago(600), replicas=4),))  # fmt: skip
+    quiet = _timed(4, ttft=0.4, queue_time=0.0, rate=1.0, running=4)
+    kept = decide(blind, quiet, memory, T0)
+    assert (kept.replicas, kept.reason) == (4, Reason.STEADY)
+    assert "4 kept for a burst of 3.5 req/s" in kept.message
+    # A half-life (20 minutes) later it has faded halfway to the rate, 2.25 req/s: 3 replicas are kept.
+    faded = decide(blind, quiet, memory.model_copy(update={"burst_at": _ago(1200)}), T0)
+    assert (faded.replicas, faded.reason) == (3, Reason.SCALED_DOWN)
+    assert (faded.memory.burst_rps, faded.memory.burst_at) == (2.25, T0)
+    # Without it, the scale-down goes as far as its step allows, and one faded to the rate is forgotten.
+    assert decide(blind, quiet, memory.model_copy(update={"burst_rps": None}), T0).replicas == 3
+    assert decide(blind, quiet, memory.model_copy(update={"burst_at": _ago(86400)}), T0).memory.burst_rps is None
+
+
+def test_a_burst_is_remembered_only_while_requests_wait_beyond_the_target() -> None:
+    # 2 replicas finish 2 req/s, and the queue grew from 5 to 20 over the 15 s between scrapes: 3 req/s arrive.
+    memory = _settled(2, capacity_rps=1.0, capacity_replicas=2, demand_level=2.0, demand_trend=0.0,
+                      demand_at=_ago(15), rate_since=_ago(600), queue_depth=5.0, queue_depth_at=_ago(15))  # fmt: skip
+    short = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=2.0, running=32, waiting=20), memory)
+    assert short.memory.burst_rps == pytest.approx(3.0)
+    # The same arrivals with the queue within its target (8 for 2 replicas): a burst the replicas absorb.
+    absorbed = memory.model_copy(update={"queue_depth": 0.0, "queue_depth_at": _ago(30)})
+    within = _decide(_timed(2, ttft=0.4, queue_time=0.0, rate=2.0, running=32, waiting=8), absorbed)
+    assert within.memory.burst_rps is None
+
+
 def test_a_rate_learnt_on_a_small_fleet_sizes_a_larger_one_as_a_pool() -> None:
     # Behind a least-request balancer a larger fleet serves more per replica. 1 req/s a replica learnt on 2
     # replicas: 8 req/s at 90% would be 9 replicas each serving as those 2 did, but a pool of 6 carries it

@@ -128,6 +128,8 @@ def memories(draw: st.DrawFn, ready: int | None = None, *, settled: bool = False
         demand_trend=draw(st.floats(-1, 1)),
         demand_at=[None, ago(draw, 0, 120)][pick(draw, 1, 2)],
         rate_since=[None, ago(draw, 0, 900)][pick(draw, 1, 2)],
+        burst_rps=[None, draw(st.floats(0, 100))][pick(draw, 1, 2)],
+        burst_at=[None, ago(draw, 0, 3600)][pick(draw, 1, 2)],
     )
 
 
