@@ -316,8 +316,9 @@ class Memory(Model):
             ge=0,
             description=(
                 "The arrival rate (req/s: the request rate and the queue's growth) of the last burst the replicas "
-                "were short for, fading towards demand_level by half every 20 minutes from burst_at: scale-downs "
-                "keep the replicas it needs at the learnt rate. Unset: no such burst, or it has faded."
+                f"were short for, fading towards demand_level by half every {BURST_HALF_LIFE.total_seconds() / 60:.0f} "
+                "minutes from burst_at: scale-downs keep the replicas it needs at the learnt rate. Unset: no such "
+                "burst, or it has faded."
             ),
         ),
     ] = None
@@ -410,7 +411,7 @@ def decide(
     demand = replace(demand, surge=max(pace or 0.0, 0.0))
     capacity = _Capacity.remembered(tick.memory, spec, observed.ready_replicas)
     # Arrivals while requests wait beyond the target: a burst the replicas were short for.
-    short_for = (load.rate or 0.0) + demand.surge if over_target else 0.0
+    short_for = demand.arriving if over_target else 0.0
     burst = _remember_burst(tick.memory, short_for, demand.level, now)
     burst_at = None if burst is None else now
     tick = replace(tick, memory=tick.memory.model_copy(update={"burst_rps": burst, "burst_at": burst_at}))
@@ -643,6 +644,11 @@ class _Demand:
     surge: float = 0.0
     """Requests per second the queue grew by between scrapes (``_queue_pace``): arrivals not in ``rate``."""
 
+    @property
+    def arriving(self) -> float:
+        """Requests per second arriving: those finished (``rate``) and those the queue grew by."""
+        return (self.rate or 0.0) + self.surge
+
     def memory_update(self, now: datetime) -> dict[str, object]:
         if self.level is None:
             return {}
@@ -665,7 +671,7 @@ class _Demand:
         removing replicas: a rate that jitters must not hold them), else from the higher of rate and level."""
         if capacity is None or self.level is None or self.rate is None or self.forecast is None or not self.warm:
             return None
-        now = capacity.replicas_for(self.level if smooth else max(self.rate + self.surge, self.level), fill)
+        now = capacity.replicas_for(self.level if smooth else max(self.arriving, self.level), fill)
         ahead = capacity.replicas_for(self.forecast, fill)
         # A forecast that was wrong costs at most one step beyond what today's rate needs (or the replicas
         # ready now). Counted from the ready ones: counted from all, a forecast still above them while its
